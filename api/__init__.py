@@ -1,0 +1,48 @@
+"""The Flask gateway: auth, validation, the capture inbox and reads. No processing happens here:
+captures are written to the inbox and enqueued; workers do the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask
+
+from api import auth, errors
+from api.routes import admin, capture, health, memories, recall, sessions
+from engram import __version__
+from engram.settings import Settings
+from engram.store import Store
+
+
+def create_app(
+    settings: Settings,
+    store: Store,
+    *,
+    secret: str,
+    dispatch: Callable[[str], None],
+    enqueue_summary: Callable[[str], None],
+    broker_probe: Callable[[], str | None],
+    worker_probe: Callable[[], dict[str, Any]],
+) -> Flask:
+    """Build the gateway. The callables connect it to the task queue (see tasks.client)."""
+    app = Flask("engram")
+    app.config.update(
+        MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        JSON_SORT_KEYS=False,
+        ENGRAM_VERSION=__version__,
+    )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions.update({
+        "engram.settings": settings,
+        "engram.store": store,
+        "engram.dispatch": dispatch,
+        "engram.enqueue_summary": enqueue_summary,
+        "engram.broker_probe": broker_probe,
+        "engram.worker_probe": worker_probe,
+    })
+    errors.register(app)
+    auth.install(app, secret, settings.allowed_origins)
+    for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp):
+        app.register_blueprint(blueprint)
+    return app

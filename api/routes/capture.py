@@ -1,0 +1,84 @@
+"""Capture: POST /v1/observe and the inbox (GET /v1/capture, POST /v1/capture/retry)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify, request
+
+from api.errors import ApiError, error_response
+from api.util import json_body, limit_arg, page, settings, store
+from engram import audit, inbox
+from engram.events import InvalidEvent, validate_event
+from engram.pagination import BadCursor
+
+bp = Blueprint("capture", __name__)
+
+
+def _dispatch(event_id: str) -> None:
+    current_app.extensions["engram.dispatch"](event_id)
+
+
+@bp.post("/v1/observe")
+def observe() -> Any:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return error_response(400, "malformed_json", "body must be a JSON object",
+                              extra={"status": "rejected"})
+    try:
+        event = validate_event(body, max_field_chars=settings().max_field_chars,
+                               received_at=time.time())
+    except InvalidEvent as exc:
+        return error_response(422, "validation_failed", "invalid observe payload",
+                              details={"fields": exc.fields}, extra={"status": "rejected"})
+    try:
+        result = inbox.accept(store(), event, settings().inbox_max)
+    except inbox.InboxFull as exc:
+        return error_response(503, "inbox_full", f"{exc}; spool the event and resend later",
+                              extra={"status": "rejected", "retryable": True})
+    answer: dict[str, Any] = {"status": result.status, "eventId": result.event_id,
+                              "observationId": result.observation_id}
+    if result.is_new:
+        _dispatch(result.event_id)
+        return jsonify(answer), 201
+    if result.state == inbox.RETRYING:
+        return jsonify({**answer, "state": inbox.RETRYING}), 202
+    return jsonify({**answer, "state": result.state}), 200
+
+
+@bp.get("/v1/capture")
+def capture_list() -> Any:
+    state = request.args.get("state") or None
+    if state is not None and state not in (*inbox.WAITING_STATES, inbox.DEAD):
+        raise ApiError(422, "state must be pending, processing, retrying or dead",
+                       details={"fields": {"state": "unknown state"}})
+    try:
+        items, cursor = inbox.list_entries(store(), limit_arg(), request.args.get("cursor"),
+                                           state)
+    except BadCursor as exc:
+        raise ApiError(400, str(exc), code="bad_cursor") from None
+    with store().read() as conn:
+        counts = inbox.counts(conn)
+    return jsonify({**page(items, cursor), "counts": counts})
+
+
+@bp.post("/v1/capture/retry")
+def capture_retry() -> Any:
+    body = json_body()
+    event_id, everything = body.get("eventId"), body.get("all")
+    if everything is True and event_id is None:
+        ids = inbox.retry_dead(store())
+    elif isinstance(event_id, str) and event_id and everything in (None, False):
+        ids = inbox.retry_dead(store(), event_id)
+        if not ids:
+            raise ApiError(404, f"no dead letter with eventId {event_id!r}")
+    else:
+        raise ApiError(422, 'send {"eventId": "..."} or {"all": true}',
+                       details={"fields": {"eventId": "string, or use all: true"}})
+    with store().write() as conn:
+        for retried in ids:
+            audit.record(conn, "api", "capture.retry", "event", retried)
+    for retried in ids:
+        _dispatch(retried)
+    return jsonify({"retried": len(ids), "eventIds": ids})

@@ -1,0 +1,41 @@
+"""Liveness, health (public, minimal) and status (authenticated, complete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from api.util import settings, store
+from engram import status
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/v1/livez")
+def livez() -> Any:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/v1/health")
+def health() -> Any:
+    """Public and cheap (no broker or worker round trip): is the store answering?"""
+    try:
+        with store().read() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError:
+        return jsonify({"status": "unavailable", "version": current_app.config["ENGRAM_VERSION"]}), 503
+    return jsonify({"status": "ok", "version": current_app.config["ENGRAM_VERSION"]})
+
+
+@bp.get("/v1/status")
+def status_() -> Any:
+    return jsonify({**_report(), "version": current_app.config["ENGRAM_VERSION"]})
+
+
+def _report() -> dict[str, Any]:
+    ext = current_app.extensions
+    return status.collect(settings(), store(), ext["engram.broker_probe"],
+                          ext["engram.worker_probe"])

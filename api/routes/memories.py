@@ -1,0 +1,74 @@
+"""Memories: remember, list, new version, forget (audited)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify, request
+
+from api.errors import ApiError
+from api.util import json_body, limit_arg, page, scope_from, store
+from engram import memories, search
+from engram.pagination import BadCursor
+
+bp = Blueprint("memories", __name__)
+
+
+@bp.post("/v1/memories")
+def remember() -> Any:
+    try:
+        new = memories.validate(json_body())
+    except memories.InvalidMemory as exc:
+        raise ApiError(422, "invalid memory", details={"fields": exc.fields}) from None
+    return jsonify(memories.remember(store(), store().keyword, new)), 201
+
+
+@bp.get("/v1/memories")
+def list_() -> Any:
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
+    query = request.args.get("query")
+    limit = limit_arg()
+    if query:
+        found = search.search(store(), query, scope, limit=min(limit, 100), mode="bm25",
+                              kinds=("memory",), per_session=limit)
+        ids = [hit["id"] for hit in found["items"]]
+        items = [m for m in (memories.get(store(), i) for i in ids) if m is not None]
+        wanted = request.args.get("scope")
+        return jsonify(page([m for m in items if not wanted or m["scope"] == wanted], None))
+    try:
+        items, cursor = memories.list_memories(store(), scope, limit, request.args.get("cursor"),
+                                               request.args.get("scope") or None)
+    except BadCursor as exc:
+        raise ApiError(400, str(exc), code="bad_cursor") from None
+    return jsonify(page(items, cursor))
+
+
+@bp.get("/v1/memories/<memory_id>")
+def get(memory_id: str) -> Any:
+    item = memories.get(store(), memory_id, with_versions=True)
+    if item is None:
+        raise ApiError(404, f"no memory {memory_id!r}")
+    return jsonify(item)
+
+
+@bp.patch("/v1/memories/<memory_id>")
+def new_version(memory_id: str) -> Any:
+    content = json_body().get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ApiError(422, "content is required",
+                       details={"fields": {"content": "required, a non-empty string"}})
+    if len(content) > memories.MAX_CONTENT_CHARS:
+        raise ApiError(422, "content too long", details={
+            "fields": {"content": f"at most {memories.MAX_CONTENT_CHARS} characters"}})
+    item = memories.update_content(store(), store().keyword, memory_id, content)
+    if item is None:
+        raise ApiError(404, f"no memory {memory_id!r}")
+    return jsonify(item)
+
+
+@bp.delete("/v1/memories/<memory_id>")
+def forget(memory_id: str) -> Any:
+    reason = request.args.get("reason")
+    if not memories.forget(store(), store().keyword, memory_id, reason=reason):
+        raise ApiError(404, f"no memory {memory_id!r}")
+    return jsonify({"forgotten": memory_id})

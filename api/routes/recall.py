@@ -1,0 +1,60 @@
+"""Reads that rank: POST /v1/search and POST /v1/context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify
+
+from api.errors import ApiError
+from api.util import json_body, scope_from, settings, store
+from engram import context, search
+
+bp = Blueprint("recall", __name__)
+MAX_QUERY_CHARS = 4000
+KINDS = ("observation", "memory", "summary")
+
+
+@bp.post("/v1/search")
+def search_() -> Any:
+    body = json_body()
+    errors: dict[str, str] = {}
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        errors["query"] = "required, a non-empty string"
+    elif len(query) > MAX_QUERY_CHARS:
+        errors["query"] = f"at most {MAX_QUERY_CHARS} characters"
+    mode = body.get("mode", search.DEFAULT_MODE)
+    if mode not in search.MODES:
+        errors["mode"] = "one of " + ", ".join(search.MODES)
+    limit = body.get("limit", 10)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+        errors["limit"] = "an integer 1-100"
+    kinds = body.get("kinds")
+    if kinds is not None and (not isinstance(kinds, list) or not set(kinds) <= set(KINDS)):
+        errors["kinds"] = "a list of " + ", ".join(KINDS)
+    if errors:
+        raise ApiError(422, "invalid search", details={"fields": errors})
+    scope = scope_from(body.get("project"), body.get("agentId"))
+    try:
+        result = search.search(store(), query, scope, limit=limit, mode=mode,
+                               kinds=tuple(kinds) if kinds else None)
+    except search.SearchUnavailable as exc:
+        raise ApiError(422, str(exc), code="mode_unavailable") from None
+    return jsonify(result)
+
+
+@bp.post("/v1/context")
+def context_() -> Any:
+    body = json_body()
+    scope = scope_from(body.get("project"), body.get("agentId"))
+    budget = body.get("budgetTokens", settings().context_budget_tokens)
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= 100_000:
+        raise ApiError(422, "budgetTokens must be an integer 1-100000",
+                       details={"fields": {"budgetTokens": "an integer 1-100000"}})
+    query = body.get("query")
+    if query is not None and not isinstance(query, str):
+        raise ApiError(422, "query must be a string", details={"fields": {"query": "a string"}})
+    session_id = body.get("sessionId") if isinstance(body.get("sessionId"), str) else None
+    return jsonify(context.build(store(), scope, query=query or None, session_id=session_id,
+                                 budget_tokens=budget))

@@ -1,0 +1,107 @@
+"""Sessions: start (with the context block), end (enqueues the summary), list, timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify, request
+
+from api.errors import ApiError
+from api.util import json_body, limit_arg, page, scope_from, settings, store
+from engram import context, observations, sessions
+from engram.events import MAX_ID_LENGTH
+from engram.pagination import BadCursor
+
+bp = Blueprint("sessions", __name__)
+
+
+def _str_field(body: dict[str, Any], key: str, errors: dict[str, str], required: bool = False,
+               limit: int = MAX_ID_LENGTH) -> str | None:
+    value = body.get(key)
+    if value is None:
+        if required:
+            errors[key] = "required"
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+        errors[key] = f"must be a non-empty string of at most {limit} characters"
+        return None
+    return value.strip()
+
+
+@bp.post("/v1/sessions")
+def start() -> Any:
+    body = json_body()
+    errors: dict[str, str] = {}
+    session_id = _str_field(body, "sessionId", errors, required=True)
+    project = _str_field(body, "project", errors, required=True)
+    cwd = _str_field(body, "cwd", errors, limit=4096)
+    host = _str_field(body, "host", errors, limit=64)
+    agent_id = _str_field(body, "agentId", errors)
+    budget = body.get("budgetTokens", settings().context_budget_tokens)
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= 100_000:
+        errors["budgetTokens"] = "an integer 1-100000"
+    if errors:
+        raise ApiError(422, "invalid session", details={"fields": errors})
+    assert session_id and project
+    session, created = sessions.start(store(), session_id, project, host=host,
+                                      agent_id=agent_id, cwd=cwd)
+    block = context.build(store(), scope_from(project, agent_id), session_id=session_id,
+                          query=body.get("query") if isinstance(body.get("query"), str) else None,
+                          budget_tokens=budget)
+    return jsonify({"session": session, **block}), 201 if created else 200
+
+
+@bp.post("/v1/sessions/<session_id>/end")
+def end(session_id: str) -> Any:
+    session = sessions.end(store(), session_id)
+    if session is None:
+        raise ApiError(404, f"no session {session_id!r}")
+    current_app.extensions["engram.enqueue_summary"](session_id)
+    return jsonify({"session": session, "summary": "enqueued"})
+
+
+@bp.get("/v1/sessions")
+def list_() -> Any:
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
+    try:
+        items, cursor = sessions.list_sessions(store(), scope, limit_arg(),
+                                               request.args.get("cursor"),
+                                               request.args.get("status") or None)
+    except BadCursor as exc:
+        raise ApiError(400, str(exc), code="bad_cursor") from None
+    return jsonify(page(items, cursor))
+
+
+@bp.get("/v1/sessions/<session_id>")
+def get(session_id: str) -> Any:
+    session = sessions.get(store(), session_id)
+    if session is None:
+        raise ApiError(404, f"no session {session_id!r}")
+    return jsonify(session)
+
+
+@bp.get("/v1/sessions/<session_id>/observations")
+def timeline(session_id: str) -> Any:
+    if sessions.get(store(), session_id) is None:
+        raise ApiError(404, f"no session {session_id!r}")
+    try:
+        items, cursor = observations.timeline(store(), session_id, limit_arg(),
+                                              request.args.get("cursor"))
+    except BadCursor as exc:
+        raise ApiError(400, str(exc), code="bad_cursor") from None
+    return jsonify(page(items, cursor))
+
+
+@bp.get("/v1/observations/<observation_id>")
+def get_observation(observation_id: str) -> Any:
+    item = observations.get(store(), observation_id)
+    if item is None:
+        raise ApiError(404, f"no observation {observation_id!r}")
+    return jsonify(item)
+
+
+@bp.delete("/v1/observations/<observation_id>")
+def forget_observation(observation_id: str) -> Any:
+    if not observations.forget(store(), store().keyword, observation_id, actor="api"):
+        raise ApiError(404, f"no observation {observation_id!r}")
+    return jsonify({"forgotten": observation_id})

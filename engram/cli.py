@@ -1,0 +1,304 @@
+"""The `engram` command line. Heavy imports happen inside each command, so `engram --help`
+and the hook path stay fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engram import __version__
+from engram.settings import Settings, SettingsError, load_settings
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+DESCRIPTION = """\
+Engram: persistent, searchable memory for coding agents.
+
+Start here:  engram serve        (embedded: one process, no other server needed)
+Then:        engram demo         (seeds example sessions and shows recall)
+             engram status       (what is wrong and how to fix it)
+Settings come from ENGRAM_* variables and <config dir>/engram.env; see docs/configuration.md.
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="where the store lives (default: ENGRAM_DATA_DIR or the platform "
+                             "data dir)")
+    parser.add_argument("--config-dir", metavar="DIR",
+                        help="where the secret and engram.env live (default: ENGRAM_CONFIG_DIR "
+                             "or the platform config dir)")
+
+
+def _client_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="gateway URL (default: ENGRAM_URL or http://HOST:PORT)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engram", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"engram {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the gateway (and, embedded, its worker)",
+                       description="Run the HTTP gateway under a production WSGI server "
+                       "(waitress). Without ENGRAM_BROKER_URL it also runs an in-process "
+                       "worker and scheduler: nothing else to start. Ctrl-C stops it cleanly.")
+    _common(p)
+    p.add_argument("--host", help="address to bind (default 127.0.0.1: loopback only)")
+    p.add_argument("--port", type=int, help="TCP port (default 8737; 0 picks a free one)")
+
+    p = sub.add_parser("worker", help="run a Celery worker pool (distributed mode)",
+                       description="Run a worker pool consuming the broker at ENGRAM_BROKER_URL. "
+                       "Start as many as you like, on any machine that reaches the broker and "
+                       "the store.")
+    _common(p)
+    p.add_argument("--concurrency", "-c", type=int, help="worker processes (default "
+                   "ENGRAM_WORKER_CONCURRENCY)")
+    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance",
+                   help="comma-separated queues to consume (default: all)")
+    p.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"),
+                   help="Celery pool implementation (default prefork)")
+    p.add_argument("--name", "-n", default="engram@%h", help="worker node name")
+
+    p = sub.add_parser("beat", help="run the scheduler (inbox sweeper) for distributed mode",
+                       description="Run Celery beat: schedules the inbox sweeper that "
+                       "re-dispatches captures whose task was lost. Run exactly one.")
+    _common(p)
+
+    p = sub.add_parser("status", help="say what is wrong and how to fix it",
+                       description="Ask the gateway for its status and print it readably: "
+                       "store, broker, workers, inbox, dead letters, indexes.")
+    _common(p)
+    _client_args(p)
+    p.add_argument("--json", action="store_true", help="print the raw JSON report")
+
+    p = sub.add_parser("export", help="write the whole store as JSON",
+                       description="Export sessions, observations and memories as one JSON "
+                       "document (through the running gateway).")
+    _common(p)
+    _client_args(p)
+    p.add_argument("--output", "-o", metavar="FILE", help="file to write (default: stdout)")
+
+    p = sub.add_parser("import", help="load an export document",
+                       description="Import an export document through the running gateway.")
+    _common(p)
+    _client_args(p)
+    p.add_argument("file", metavar="FILE", help="export document ('-' for stdin)")
+    p.add_argument("--strategy", default="merge", choices=("merge", "replace", "skip"),
+                   help="merge: imported data wins, memories keep history; replace: empty the "
+                        "store first; skip: keep what exists (default merge)")
+
+    p = sub.add_parser("demo", help="seed example coding sessions and show recall",
+                       description="Send a few realistic coding sessions through the capture "
+                       "path of a running gateway (or of one started for the demo), wait until "
+                       "they are stored, then search them. Uses the project 'engram-demo'.")
+    _common(p)
+    _client_args(p)
+    return parser
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    overrides = {"data_dir": getattr(args, "data_dir", None),
+                 "config_dir": getattr(args, "config_dir", None), **extra}
+    return load_settings(overrides=overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    from engram.client import GatewayError, GatewayUnreachable
+
+    try:
+        handler = COMMANDS[args.command]
+        return handler(args)
+    except SettingsError as exc:
+        print(f"engram: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except GatewayUnreachable as exc:
+        print(f"engram: the gateway is not answering ({exc}).\n"
+              "  Start it with `engram serve`, or point --url / ENGRAM_URL at it.",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    except GatewayError as exc:
+        print(f"engram: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engram.server import serve, setup_logging
+
+    settings = _settings(args, host=args.host, port=args.port)
+    setup_logging(settings.log_level)
+    try:
+        return serve(settings)
+    except OSError as exc:
+        print(f"engram: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}."
+              "\n  Is another `engram serve` running? Pick another port with --port or "
+              "ENGRAM_PORT.", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _distributed_only(settings: Settings, what: str) -> int | None:
+    if settings.embedded:
+        print(f"engram: `engram {what}` is for distributed mode and needs ENGRAM_BROKER_URL "
+              "(e.g. redis://127.0.0.1:6379/0).\n  In the embedded default, `engram serve` "
+              "runs its own worker and scheduler.", file=sys.stderr)
+        return EXIT_USAGE
+    return None
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    refused = _distributed_only(settings, "worker")
+    if refused is not None:
+        return refused
+    from engram.server import prepare_dirs, setup_logging
+    from engram.store import Store
+    from tasks import runtime
+    from tasks.app import configure
+
+    setup_logging(settings.log_level)
+    prepare_dirs(settings)
+    Store.open(settings.database_url).close()  # migrate once before forking the pool
+    runtime.configure(settings)
+    app = configure(settings)
+    app.worker_main([
+        "worker", "--loglevel", settings.log_level, "--pool", args.pool,
+        "--concurrency", str(args.concurrency or settings.worker_concurrency),
+        "--queues", args.queues, "--hostname", args.name, "--without-gossip",
+        "--without-mingle",
+    ])
+    return EXIT_OK
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    refused = _distributed_only(settings, "beat")
+    if refused is not None:
+        return refused
+    from engram.server import prepare_dirs, setup_logging
+    from tasks import runtime
+    from tasks.app import configure
+
+    setup_logging(settings.log_level)
+    prepare_dirs(settings)
+    runtime.configure(settings)
+    app = configure(settings)
+    app.start(["beat", "--loglevel", settings.log_level,
+               "--schedule", str(settings.data_dir / "beat-schedule")])
+    return EXIT_OK
+
+
+def _client(args: argparse.Namespace, settings: Settings) -> Any:
+    from engram.client import Client
+    from engram.secret import client_secret
+
+    url = args.url or settings.gateway_url
+    return Client(url, client_secret(settings), explicit_secret=bool(settings.secret),
+                  timeout=60.0)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    client = _client(args, settings)
+    status_code, report = client.request("GET", "/v1/status")
+    if status_code == 401:
+        print(f"engram: the gateway at {client.base_url} refused the secret.\n  Use the secret "
+              f"in {settings.secret_file} or set ENGRAM_SECRET to the server's.", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK if report.get("ok") else EXIT_FAILURE
+    print(render_status(report, client.base_url))
+    return EXIT_OK if report.get("ok") else EXIT_FAILURE
+
+
+def render_status(report: dict[str, Any], url: str) -> str:
+    verdict = "OK" if report.get("ok") else "NEEDS ATTENTION"
+    lines = [f"Engram {report.get('version', '?')} at {url}: {verdict}",
+             f"  mode:         {report.get('mode')}"]
+    store = report.get("store", {})
+    lines.append(f"  store:        {'ok' if store.get('ok') else 'DOWN'} "
+                 f"({store.get('dialect', '?')}, schema v{store.get('schemaVersion', '?')})")
+    broker = report.get("broker", {})
+    lines.append(f"  broker:       {'ok' if broker.get('ok') else 'DOWN'} ({broker.get('url')})")
+    workers = report.get("workers", {})
+    lines.append(f"  workers:      {workers.get('alive', 0)} answering "
+                 f"{', '.join(workers.get('names', []))}".rstrip())
+    inbox = report.get("inbox", {})
+    lines.append(f"  inbox:        {inbox.get('waiting', 0)} waiting of {inbox.get('capacity')} "
+                 f"(pending {inbox.get('pending', 0)}, processing {inbox.get('processing', 0)}, "
+                 f"retrying {inbox.get('retrying', 0)})")
+    lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
+    kw = report.get("indexes", {}).get("keyword", {})
+    if kw:
+        lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "
+                     f"{kw.get('memories', 0)} memories, {kw.get('sessions', 0)} sessions "
+                     f"({kw.get('backend')}: {kw.get('keywordDocs', 0)} docs)")
+    problems = report.get("problems", [])
+    if problems:
+        lines.append("")
+        lines.append("Problems:")
+        for problem in problems:
+            lines.append(f"  - [{problem['component']}] {problem['problem']}")
+            lines.append(f"    fix: {problem['fix']}")
+    return "\n".join(lines)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    document = _client(args, settings).call("GET", "/v1/export")
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"exported {len(document['sessions'])} sessions, "
+              f"{len(document['observations'])} observations, {len(document['memories'])} "
+              f"memories to {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    try:
+        raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        document = json.loads(raw)
+    except OSError as exc:
+        print(f"engram: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        print(f"engram: {args.file} is not JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = _client(args, settings).call("POST", "/v1/import",
+                                          {"data": document, "strategy": args.strategy})
+    counts = result["imported"]
+    print(f"imported ({args.strategy}): {counts['sessions']} sessions, "
+          f"{counts['observations']} observations, {counts['memories']} memories; "
+          f"{counts['updated']} updated, {counts['skipped']} skipped")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engram.demo import run_demo
+
+    return run_demo(_settings(args), args.url)
+
+
+COMMANDS = {
+    "serve": cmd_serve, "worker": cmd_worker, "beat": cmd_beat, "status": cmd_status,
+    "export": cmd_export, "import": cmd_import, "demo": cmd_demo,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

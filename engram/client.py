@@ -1,0 +1,63 @@
+"""A small HTTP client for the gateway (standard library only), used by the CLI.
+
+The secret is only ever sent to loopback URLs unless ENGRAM_SECRET was set explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class GatewayUnreachable(Exception):
+    pass
+
+
+class GatewayError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        super().__init__(f"HTTP {status}: {error.get('message', body)}")
+        self.status = status
+        self.body = body
+
+
+def is_loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+class Client:
+    def __init__(self, base_url: str, secret: str | None, *, explicit_secret: bool = False,
+                 timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        send = secret and (explicit_secret or is_loopback_url(self.base_url))
+        self._auth = {"Authorization": f"Bearer {secret}"} if send else {}
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {**self._auth, "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                     headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            payload = exc.read()
+            try:
+                return exc.code, json.loads(payload or b"null")
+            except ValueError:
+                return exc.code, {"error": {"message": payload.decode("utf-8", "replace")}}
+        except (urllib.error.URLError, OSError) as exc:
+            raise GatewayUnreachable(f"{self.base_url}: {getattr(exc, 'reason', exc)}") from None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        status, payload = self.request(method, path, body)
+        if status >= 400:
+            raise GatewayError(status, payload)
+        return payload

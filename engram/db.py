@@ -1,0 +1,114 @@
+"""Engine creation and schema migrations for the store of record."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text
+from sqlalchemy.engine import make_url
+
+from engram import schema
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+"""How long a SQLite writer waits for the lock; gateway threads and workers share one file."""
+
+
+WRITE_OPTION = "engram_write"
+"""Execution option marking a connection whose transactions write (SQLite: BEGIN IMMEDIATE)."""
+
+
+def is_sqlite(engine_or_conn: Engine | Connection) -> bool:
+    return engine_or_conn.dialect.name == "sqlite"
+
+
+def create_store_engine(database_url: str) -> Engine:
+    """An engine for the store of record, with SQLite tuned for many readers and one writer."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            pool_size=16,
+            max_overflow=16,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            # Let SQLAlchemy, not pysqlite, decide where transactions begin, so BEGIN IMMEDIATE
+            # below takes the write lock up front instead of failing on upgrade (SQLITE_BUSY).
+            dbapi_conn.isolation_level = None
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
+            # Writers take the lock at BEGIN (see write_connection); readers never block them.
+            mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+
+
+Migration = Callable[[Connection], None]
+
+
+def _initial(conn: Connection) -> None:
+    schema.metadata.create_all(conn)
+
+
+def _keyword_backend_tables(conn: Connection) -> None:
+    from engram.keyword import keyword_index_for
+
+    keyword_index_for(conn).create(conn)
+
+
+# Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
+# A step that changes a table must also leave schema.py describing the new shape.
+MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
+    (1, "initial tables", _initial),
+    (2, "keyword index backend", _keyword_backend_tables),
+)
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that writes: on SQLite it holds the write lock from its first statement."""
+    with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
+        yield conn
+
+
+def migrate(engine: Engine) -> list[int]:
+    """Apply pending migrations; returns the versions applied. Safe to call on every start,
+    from several processes at once (SQLite write lock, PostgreSQL advisory lock)."""
+    applied: list[int] = []
+    with write_transaction(engine) as conn:
+        if not is_sqlite(conn):
+            conn.execute(text("SELECT pg_advisory_xact_lock(7437001)"))
+        schema.schema_migrations.create(conn, checkfirst=True)
+        done = set(conn.execute(select(schema.schema_migrations.c.version)).scalars())
+        for version, name, step in MIGRATIONS:
+            if version in done:
+                continue
+            step(conn)
+            conn.execute(
+                insert(schema.schema_migrations).values(
+                    version=version, name=name, applied_at=time.time()
+                )
+            )
+            applied.append(version)
+    return applied
+
+
+def schema_version(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT max(version) FROM schema_migrations")).scalar() or 0)

@@ -1,0 +1,240 @@
+"""Keyword (BM25) index behind one small interface, with one backend per store dialect.
+
+- ``Fts5Index`` (SQLite): an FTS5 table with the porter stemmer; ``bm25()`` ranks.
+- ``PostingsIndex`` (PostgreSQL, or any SQL store): postings in plain tables, terms stemmed in
+  Python, Okapi BM25 computed in one SQL query.
+
+Both write inside the caller's transaction, so a document is indexed exactly when its row is
+stored. Scope (project, agent) is part of the ranking query itself. See docs/architecture.md for
+why FTS5 is the default (measured in tests/benchmarks/bench_keyword_engines.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from typing import Protocol
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    table,
+    true,
+    update,
+)
+
+from engram import analysis
+from engram.schema import kw_docs, kw_postings, kw_stats
+from engram.scope import Scope
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+@dataclasses.dataclass(frozen=True)
+class KeywordDoc:
+    doc_id: str
+    kind: str  # observation | memory | summary
+    project: str
+    body: str
+    created_at: float
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KeywordHit:
+    doc_id: str
+    kind: str
+    session_id: str | None
+    score: float  # higher is better
+
+
+class KeywordIndex(Protocol):
+    name: str
+
+    def create(self, conn: Connection) -> None: ...
+    def upsert(self, conn: Connection, doc: KeywordDoc) -> None: ...
+    def delete(self, conn: Connection, doc_id: str) -> None: ...
+    def search(
+        self, conn: Connection, query: str, scope: Scope, limit: int,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[KeywordHit]: ...
+    def count(self, conn: Connection) -> int: ...
+
+
+def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+    clauses = []
+    if not scope.all_projects:
+        clauses.append(kw_docs.c.project.in_(scope.projects()))
+    if scope.agent_id is not None:
+        # An agent sees its own items and the project's shared ones, never another agent's.
+        clauses.append(or_(kw_docs.c.agent_id == scope.agent_id, kw_docs.c.agent_id.is_(None)))
+    if kinds:
+        clauses.append(kw_docs.c.kind.in_(kinds))
+    return and_(*clauses) if clauses else true()
+
+
+def _insert_doc(conn: Connection, doc: KeywordDoc, length: int) -> int:
+    result = conn.execute(
+        insert(kw_docs).values(
+            doc_id=doc.doc_id, kind=doc.kind, project=doc.project, agent_id=doc.agent_id,
+            session_id=doc.session_id, length=length, created_at=doc.created_at,
+        ).returning(kw_docs.c.id)
+    )
+    return int(result.scalar_one())
+
+
+class Fts5Index:
+    """SQLite FTS5, rowid-aligned with kw_docs so scope filters join on the primary key."""
+
+    name = "fts5"
+
+    def create(self, conn: Connection) -> None:
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS kw_fts USING fts5("
+            "body, tokenize='porter unicode61 remove_diacritics 2')"
+        )
+
+    def upsert(self, conn: Connection, doc: KeywordDoc) -> None:
+        self.delete(conn, doc.doc_id)
+        body = analysis.expand_identifiers(doc.body)
+        rowid = _insert_doc(conn, doc, len(body))
+        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+
+    def delete(self, conn: Connection, doc_id: str) -> None:
+        rowid = conn.execute(select(kw_docs.c.id).where(kw_docs.c.doc_id == doc_id)).scalar()
+        if rowid is None:
+            return
+        conn.exec_driver_sql("DELETE FROM kw_fts WHERE rowid = ?", (rowid,))
+        conn.execute(delete(kw_docs).where(kw_docs.c.id == rowid))
+
+    @staticmethod
+    def match_expression(query: str) -> str:
+        """An FTS5 MATCH string: OR of query words, each widened by its synonyms, all quoted
+        so user text can never be read as FTS5 syntax."""
+        groups = analysis.query_groups(analysis.expand_identifiers(query))
+        alternatives = []
+        for group in groups:
+            quoted = " OR ".join('"' + alt.replace('"', '""') + '"' for alt in group)
+            alternatives.append(f"({quoted})" if len(group) > 1 else quoted)
+        return " OR ".join(alternatives)
+
+    def search(
+        self, conn: Connection, query: str, scope: Scope, limit: int,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[KeywordHit]:
+        expression = self.match_expression(query)
+        if not expression:
+            return []
+        score = literal_column("bm25(kw_fts)")
+        stmt = (
+            select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id, score.label("score"))
+            .select_from(kw_docs.join(table("kw_fts"), literal_column("kw_fts.rowid") == kw_docs.c.id))
+            .where(literal_column("kw_fts").op("MATCH")(expression))
+            .where(_scope_clause(scope, kinds))
+            .order_by(literal_column("score"))
+            .limit(limit)
+        )
+        # bm25() is lower-is-better; negate so every backend returns higher-is-better.
+        return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.score))
+                for r in conn.execute(stmt)]
+
+    def count(self, conn: Connection) -> int:
+        return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())
+
+
+class PostingsIndex:
+    """Okapi BM25 over plain SQL tables; the keyword index for PostgreSQL stores."""
+
+    name = "postings"
+
+    def create(self, conn: Connection) -> None:
+        if conn.execute(select(kw_stats.c.id).where(kw_stats.c.id == 1)).first() is None:
+            conn.execute(insert(kw_stats).values(id=1, n_docs=0, total_length=0))
+
+    def upsert(self, conn: Connection, doc: KeywordDoc) -> None:
+        self.delete(conn, doc.doc_id)
+        terms = Counter(t[:128] for t in analysis.index_terms(doc.body))
+        length = sum(terms.values())
+        rowid = _insert_doc(conn, doc, length)
+        if terms:
+            conn.execute(
+                insert(kw_postings),
+                [{"term": term, "doc": rowid, "tf": tf} for term, tf in terms.items()],
+            )
+        conn.execute(
+            update(kw_stats).where(kw_stats.c.id == 1).values(
+                n_docs=kw_stats.c.n_docs + 1, total_length=kw_stats.c.total_length + length
+            )
+        )
+
+    def delete(self, conn: Connection, doc_id: str) -> None:
+        row = conn.execute(
+            select(kw_docs.c.id, kw_docs.c.length).where(kw_docs.c.doc_id == doc_id)
+        ).first()
+        if row is None:
+            return
+        conn.execute(delete(kw_postings).where(kw_postings.c.doc == row.id))
+        conn.execute(delete(kw_docs).where(kw_docs.c.id == row.id))
+        conn.execute(
+            update(kw_stats).where(kw_stats.c.id == 1).values(
+                n_docs=kw_stats.c.n_docs - 1, total_length=kw_stats.c.total_length - row.length
+            )
+        )
+
+    def search(
+        self, conn: Connection, query: str, scope: Scope, limit: int,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[KeywordHit]:
+        terms: set[str] = set()
+        for group in analysis.query_groups(query):
+            for alternative in group:
+                terms.update(analysis.index_terms(alternative))
+        if not terms:
+            return []
+        stats = conn.execute(select(kw_stats.c.n_docs, kw_stats.c.total_length)).first()
+        if stats is None or stats.n_docs <= 0:
+            return []
+        n_docs, avgdl = stats.n_docs, max(stats.total_length / stats.n_docs, 1.0)
+        df_rows = conn.execute(
+            select(kw_postings.c.term, func.count().label("df"))
+            .where(kw_postings.c.term.in_(terms))
+            .group_by(kw_postings.c.term)
+        )
+        idf = {r.term: math.log(1 + (n_docs - r.df + 0.5) / (r.df + 0.5)) for r in df_rows}
+        if not idf:
+            return []
+        # Per-term idf goes in as a CASE so the database sums the whole score in one pass.
+        idf_expr = case(idf, value=kw_postings.c.term, else_=0.0)
+        tf = kw_postings.c.tf
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * kw_docs.c.length / avgdl)
+        score = func.sum(idf_expr * tf * (BM25_K1 + 1) / (tf + norm)).label("score")
+        stmt = (
+            select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id, score)
+            .select_from(kw_postings.join(kw_docs, kw_docs.c.id == kw_postings.c.doc))
+            .where(kw_postings.c.term.in_(list(idf)))
+            .where(_scope_clause(scope, kinds))
+            .group_by(kw_docs.c.id, kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id)
+            .order_by(score.desc())
+            .limit(limit)
+        )
+        return [KeywordHit(r.doc_id, r.kind, r.session_id, float(r.score))
+                for r in conn.execute(stmt)]
+
+    def count(self, conn: Connection) -> int:
+        return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())
+
+
+def keyword_index_for(conn_or_engine: object) -> KeywordIndex:
+    """The backend for a store: FTS5 on SQLite, postings BM25 elsewhere."""
+    dialect = conn_or_engine.dialect.name  # type: ignore[attr-defined]
+    return Fts5Index() if dialect == "sqlite" else PostingsIndex()

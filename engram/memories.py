@@ -1,0 +1,210 @@
+"""Memories: facts, decisions and lessons saved on purpose, with versions.
+
+Only a memory's current version is indexed, so a superseded version can never come back from
+recall. Forgetting deletes the content of every version and keeps an audited tombstone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+
+from engram import audit
+from engram.keyword import KeywordDoc, KeywordIndex
+from engram.pagination import decode_cursor, encode_cursor
+from engram.privacy import scrub, scrub_text
+from engram.schema import memories, memory_versions
+from engram.scope import GLOBAL_PROJECT, Scope
+from engram.store import Store, dumps, iso, loads, now
+
+MAX_CONTENT_CHARS = 20_000
+GLOBAL_SCOPE = "global"
+
+
+class InvalidMemory(ValueError):
+    """Invalid memory input; ``fields`` maps field -> problem."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+@dataclasses.dataclass(frozen=True)
+class NewMemory:
+    content: str
+    project: str
+    scope: str = "project"
+    concepts: tuple[str, ...] = ()
+    agent_id: str | None = None
+    source: str = "api"
+
+
+def validate(body: Any) -> NewMemory:
+    if not isinstance(body, dict):
+        raise InvalidMemory({"body": "must be a JSON object"})
+    errors: dict[str, str] = {}
+    content = body.get("content")
+    if not isinstance(content, str) or not content.strip():
+        errors["content"] = "required, a non-empty string"
+    elif len(content) > MAX_CONTENT_CHARS:
+        errors["content"] = f"at most {MAX_CONTENT_CHARS} characters"
+    scope = body.get("scope", "project")
+    if not isinstance(scope, str) or not scope.strip() or len(scope) > 64:
+        errors["scope"] = "must be a short non-empty string (e.g. project, global)"
+        scope = "project"
+    project = body.get("project")
+    if scope == GLOBAL_SCOPE:
+        project = GLOBAL_PROJECT
+    elif not isinstance(project, str) or not project.strip() or len(project) > 200:
+        errors["project"] = 'required unless scope is "global"'
+    concepts = body.get("concepts", [])
+    if not isinstance(concepts, list) or not all(isinstance(c, str) for c in concepts):
+        errors["concepts"] = "must be a list of strings"
+        concepts = []
+    agent_id = body.get("agentId")
+    if agent_id is not None and (not isinstance(agent_id, str) or not agent_id.strip()):
+        errors["agentId"] = "must be a non-empty string when given"
+    if errors:
+        raise InvalidMemory(errors)
+    return NewMemory(
+        content=scrub_text(str(content).strip()), project=str(project).strip(),
+        scope=scope.strip(), concepts=tuple(scrub([c.strip().lower() for c in concepts if c.strip()])),
+        agent_id=agent_id.strip() if agent_id else None,
+    )
+
+
+def _index(conn: Connection, keyword: KeywordIndex, memory_id: str, project: str,
+           content: str, concepts: list[str], agent_id: str | None, at: float) -> None:
+    body = f"{content}\n{' '.join(concepts)}" if concepts else content
+    keyword.upsert(conn, KeywordDoc(doc_id=memory_id, kind="memory", project=project, body=body,
+                                    created_at=at, agent_id=agent_id))
+
+
+def remember(store: Store, keyword: KeywordIndex, new: NewMemory, actor: str = "api",
+             memory_id: str | None = None, at: float | None = None) -> dict[str, Any]:
+    memory_id = memory_id or "mem_" + uuid.uuid4().hex[:24]
+    at = at or now()
+    with store.write() as conn:
+        conn.execute(insert(memories).values(
+            id=memory_id, project=new.project, scope=new.scope, agent_id=new.agent_id,
+            concepts=dumps(list(new.concepts)), content=new.content, version=1,
+            source=new.source, created_at=at, updated_at=at,
+        ))
+        conn.execute(insert(memory_versions).values(
+            memory_id=memory_id, version=1, content=new.content, created_at=at))
+        _index(conn, keyword, memory_id, new.project, new.content, list(new.concepts),
+               new.agent_id, at)
+        audit.record(conn, actor, "memory.create", "memory", memory_id,
+                     {"project": new.project, "scope": new.scope, "version": 1})
+        row = conn.execute(select(memories).where(memories.c.id == memory_id)).one()
+    return to_dict(row)
+
+
+def update_content(store: Store, keyword: KeywordIndex, memory_id: str, content: str,
+                   actor: str = "api") -> dict[str, Any] | None:
+    """Add a new version; the previous one is superseded and leaves the index."""
+    content = scrub_text(content.strip())
+    at = now()
+    with store.write() as conn:
+        row = conn.execute(select(memories).where(
+            memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+        if row is None:
+            return None
+        version = row.version + 1
+        conn.execute(update(memory_versions).where(
+            memory_versions.c.memory_id == memory_id, memory_versions.c.version == row.version,
+        ).values(superseded_at=at))
+        conn.execute(insert(memory_versions).values(
+            memory_id=memory_id, version=version, content=content, created_at=at))
+        conn.execute(update(memories).where(memories.c.id == memory_id).values(
+            content=content, version=version, updated_at=at))
+        _index(conn, keyword, memory_id, row.project, content, loads(row.concepts, []),
+               row.agent_id, at)
+        audit.record(conn, actor, "memory.update", "memory", memory_id,
+                     {"version": version, "supersedes": row.version})
+        row = conn.execute(select(memories).where(memories.c.id == memory_id)).one()
+    return to_dict(row)
+
+
+def forget(store: Store, keyword: KeywordIndex, memory_id: str, actor: str = "api",
+           reason: str | None = None) -> bool:
+    at = now()
+    with store.write() as conn:
+        row = conn.execute(select(memories.c.project, memories.c.version).where(
+            memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+        if row is None:
+            return False
+        conn.execute(delete(memory_versions).where(memory_versions.c.memory_id == memory_id))
+        conn.execute(update(memories).where(memories.c.id == memory_id).values(
+            content="", concepts="[]", forgotten_at=at, updated_at=at))
+        keyword.delete(conn, memory_id)
+        audit.record(conn, actor, "memory.forget", "memory", memory_id,
+                     {"project": row.project, "versions": row.version,
+                      **({"reason": reason[:500]} if reason else {})})
+    return True
+
+
+def get(store: Store, memory_id: str, with_versions: bool = False) -> dict[str, Any] | None:
+    with store.read() as conn:
+        row = conn.execute(select(memories).where(
+            memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+        if row is None:
+            return None
+        item = to_dict(row)
+        if with_versions:
+            item["versions"] = [
+                {"version": v.version, "content": v.content, "createdAt": iso(v.created_at),
+                 "supersededAt": iso(v.superseded_at)}
+                for v in conn.execute(select(memory_versions)
+                                      .where(memory_versions.c.memory_id == memory_id)
+                                      .order_by(memory_versions.c.version))
+            ]
+    return item
+
+
+def scoped(stmt: Any, scope: Scope) -> Any:
+    stmt = stmt.where(memories.c.forgotten_at.is_(None))
+    if not scope.all_projects:
+        stmt = stmt.where(memories.c.project.in_(scope.projects()))
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(memories.c.agent_id == scope.agent_id, memories.c.agent_id.is_(None)))
+    return stmt
+
+
+def list_memories(store: Store, scope: Scope, limit: int, cursor: str | None = None,
+                  memory_scope: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Most recently updated first, keyset-paginated on (updated_at, id)."""
+    stmt = scoped(select(memories), scope).order_by(memories.c.updated_at.desc(),
+                                                    memories.c.id.desc())
+    if memory_scope:
+        stmt = stmt.where(memories.c.scope == memory_scope)
+    if cursor:
+        updated_at, memory_id = decode_cursor(cursor, 2)
+        stmt = stmt.where(or_(
+            memories.c.updated_at < updated_at,
+            and_(memories.c.updated_at == updated_at, memories.c.id < memory_id),
+        ))
+    with store.read() as conn:
+        rows = conn.execute(stmt.limit(limit + 1)).all()
+    last = rows[limit - 1] if len(rows) > limit else None
+    return ([to_dict(r) for r in rows[:limit]],
+            encode_cursor(last.updated_at, last.id) if last is not None else None)
+
+
+def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
+    if not ids:
+        return {}
+    rows = conn.execute(select(memories).where(
+        memories.c.id.in_(ids), memories.c.forgotten_at.is_(None))).all()
+    return {r.id: r for r in rows}
+
+
+def to_dict(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "project": row.project, "scope": row.scope, "agentId": row.agent_id,
+        "content": row.content, "concepts": loads(row.concepts, []), "version": row.version,
+        "source": row.source, "createdAt": iso(row.created_at), "updatedAt": iso(row.updated_at),
+    }

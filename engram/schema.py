@@ -1,0 +1,184 @@
+"""Tables of the store of record (SQLAlchemy Core), shared by SQLite and PostgreSQL.
+
+Times are UNIX epoch seconds (float); JSON-shaped columns hold JSON text so both dialects store
+them the same way. The keyword index keeps its own tables (see ``engram.keyword``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+ID = 200  # ids come from hosts (session ids) or are derived hashes; bound them, but generously
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("project", String(ID), nullable=False),
+    Column("agent_id", String(ID)),
+    Column("host", String(64)),
+    Column("cwd", Text),
+    Column("status", String(16), nullable=False, default="active"),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float),
+    Column("summary", Text),
+    Column("summary_json", Text),
+    Index("ix_sessions_project_started", "project", "started_at"),
+)
+
+observations = Table(
+    "observations",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("event_id", String(ID), nullable=False, unique=True),
+    Column("session_id", String(ID), nullable=False),
+    Column("project", String(ID), nullable=False),
+    Column("agent_id", String(ID)),
+    Column("host", String(64), nullable=False),
+    Column("hook_type", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("tool_name", String(ID)),
+    Column("title", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("prompt", Text),
+    Column("tool_input", Text),
+    Column("tool_output", Text),
+    Column("files_read", Text, nullable=False, default="[]"),
+    Column("files_modified", Text, nullable=False, default="[]"),
+    Column("commands", Text, nullable=False, default="[]"),
+    Column("errors", Text, nullable=False, default="[]"),
+    Column("concepts", Text, nullable=False, default="[]"),
+    Column("created_at", Float, nullable=False),
+    Column("stored_at", Float, nullable=False),
+    Index("ix_observations_session_created", "session_id", "created_at"),
+    Index("ix_observations_project_created", "project", "created_at"),
+)
+
+memories = Table(
+    "memories",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("project", String(ID), nullable=False),  # "" for scope=global
+    Column("scope", String(64), nullable=False, default="project"),
+    Column("agent_id", String(ID)),
+    Column("concepts", Text, nullable=False, default="[]"),
+    Column("content", Text, nullable=False),  # the current version's content
+    Column("version", Integer, nullable=False, default=1),
+    Column("source", String(64), nullable=False, default="api"),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("forgotten_at", Float),
+    Index("ix_memories_project_updated", "project", "updated_at"),
+)
+
+memory_versions = Table(
+    "memory_versions",
+    metadata,
+    Column("memory_id", String(64), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("content", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("superseded_at", Float),
+)
+
+# The capture inbox is the delivery guarantee: an accepted event lives here until a worker has
+# stored it (row deleted) or given up on it (state "dead"). The broker only dispatches.
+capture_inbox = Table(
+    "capture_inbox",
+    metadata,
+    Column("event_id", String(ID), primary_key=True),
+    Column("observation_id", String(64), nullable=False),
+    Column("session_id", String(ID), nullable=False),
+    Column("project", String(ID), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("state", String(16), nullable=False),  # pending | processing | retrying | dead
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("next_attempt_at", Float),
+    Column("dispatched_at", Float),
+    Column("claimed_until", Float),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_capture_inbox_state", "state"),
+)
+
+# The event ledger remembers every accepted eventId for good, so a replay is a duplicate even
+# after the inbox row is gone or the observation was forgotten.
+event_ledger = Table(
+    "event_ledger",
+    metadata,
+    Column("event_id", String(ID), primary_key=True),
+    Column("observation_id", String(64), nullable=False),
+    Column("session_id", String(ID), nullable=False),
+    Column("state", String(16), nullable=False),  # accepted | stored | dead | forgotten
+    Column("accepted_at", Float, nullable=False),
+    Column("stored_at", Float),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("target_kind", String(32), nullable=False),
+    Column("target_id", String(ID), nullable=False),
+    Column("details", Text, nullable=False, default="{}"),
+    Index("ix_audit_log_target", "target_kind", "target_id"),
+)
+
+schema_migrations = Table(
+    "schema_migrations",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("applied_at", Float, nullable=False),
+)
+
+# Keyword index bookkeeping shared by both backends: which documents are indexed, under which
+# scope. The FTS5 backend adds a virtual table keyed by kw_docs.id; the postings backend adds
+# kw_postings and kw_stats.
+kw_docs = Table(
+    "kw_docs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("doc_id", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),  # observation | memory | summary
+    Column("project", String(ID), nullable=False),
+    Column("agent_id", String(ID)),
+    Column("session_id", String(ID)),
+    Column("length", Integer, nullable=False, default=0),
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("doc_id", name="uq_kw_docs_doc_id"),
+    Index("ix_kw_docs_project", "project"),
+)
+
+kw_postings = Table(
+    "kw_postings",
+    metadata,
+    Column("term", String(128), primary_key=True),
+    Column("doc", Integer, primary_key=True),
+    Column("tf", Integer, nullable=False),
+    Index("ix_kw_postings_doc", "doc"),
+)
+
+kw_stats = Table(
+    "kw_stats",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("n_docs", Integer, nullable=False),
+    Column("total_length", Integer, nullable=False),
+)

@@ -1,0 +1,45 @@
+"""The read scope: one required object passed down every read path.
+
+Scope is applied inside each index before ranking, never as a filter on results afterwards, so a
+top-k cut can never be filled by another project's or agent's items. A read with no resolvable
+scope fails closed (``ScopeError``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+ALL_PROJECTS = "*"
+"""Explicit opt-in to read across every project (never the default)."""
+
+GLOBAL_PROJECT = ""
+"""Project value of memories saved with scope "global": visible from every project."""
+
+
+class ScopeError(ValueError):
+    """No project could be resolved for a read: it is refused rather than widened."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    project: str
+    agent_id: str | None = None
+
+    @classmethod
+    def resolve(cls, project: object, agent_id: object = None) -> Scope:
+        if not isinstance(project, str) or not project.strip():
+            raise ScopeError(
+                'a project is required to read memory; pass "project": "<name>", '
+                'or "project": "*" to read every project explicitly'
+            )
+        if agent_id is not None and (not isinstance(agent_id, str) or not agent_id.strip()):
+            raise ScopeError("agentId must be a non-empty string when given")
+        return cls(project=project.strip(), agent_id=agent_id.strip() if agent_id else None)
+
+    @property
+    def all_projects(self) -> bool:
+        return self.project == ALL_PROJECTS
+
+    def projects(self) -> tuple[str, ...]:
+        """Project values visible in this scope: the project itself and global memories."""
+        return (self.project, GLOBAL_PROJECT)

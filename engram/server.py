@@ -1,0 +1,107 @@
+"""Wiring for the processes Engram runs: the gateway (with its embedded worker by default),
+a distributed worker pool, the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+
+from engram import secret as secret_mod
+from engram.settings import Settings
+from engram.store import Store
+
+log = logging.getLogger("engram.server")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def prepare_dirs(settings: Settings) -> None:
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    store: Store
+    app: Flask
+    secret: str
+    embedded: Any  # tasks.embedded.EmbeddedWorker | None
+
+    def close(self) -> None:
+        if self.embedded is not None:
+            self.embedded.stop()
+        self.store.close()
+
+
+def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
+    """Open the store, configure the queue, start the embedded worker (embedded mode), and
+    build the Flask app. The same wiring serves `engram serve`, the demo and the tests."""
+    from api import create_app
+    from tasks import client, runtime
+    from tasks.app import configure
+
+    prepare_dirs(settings)
+    store = Store.open(settings.database_url)
+    runtime.configure(settings, store)
+    configure(settings)
+    embedded = None
+    if settings.embedded and start_worker:
+        from tasks.embedded import EmbeddedWorker
+
+        embedded = EmbeddedWorker(settings)
+        embedded.start()
+    alive: Callable[[], bool] | None = None
+    if settings.embedded:
+        alive = (lambda: embedded.alive) if embedded is not None else (lambda: False)
+    secret = secret_mod.load_or_create(settings)
+    app = create_app(
+        settings, store, secret=secret,
+        dispatch=client.dispatch_observe, enqueue_summary=client.enqueue_summary,
+        broker_probe=client.broker_probe(settings),
+        worker_probe=client.worker_probe(settings, alive),
+    )
+    return Gateway(settings, store, app, secret, embedded)
+
+
+def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
+    """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
+    from waitress.server import create_server
+
+    gateway = build_gateway(settings)
+    server = create_server(gateway.app, host=settings.host, port=settings.port,
+                           threads=settings.server_threads, ident="engram",
+                           max_request_body_size=settings.max_body_bytes,
+                           clear_untrusted_proxy_headers=True)
+    port = server.effective_port  # type: ignore[union-attr]
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    mode = ("embedded (in-process worker, no other server needed)" if settings.embedded
+            else f"distributed (broker {settings.broker_url}; run `engram worker` and `engram beat`)")
+    announce(f"Engram {gateway.app.config['ENGRAM_VERSION']} listening on http://{host}:{port}")
+    announce(f"  mode:    {mode}")
+    announce(f"  data:    {settings.data_dir}")
+    announce(f"  store:   {settings.database_url.split('@')[-1]}")
+    announce(f"  secret:  {'ENGRAM_SECRET' if settings.secret else settings.secret_file}")
+    announce("Press Ctrl-C to stop.")
+
+    def _terminate(_signum: int, _frame: Any) -> None:
+        raise SystemExit(0)  # waitress's run() treats it like Ctrl-C: stops its task threads
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        server.run()  # returns after Ctrl-C or SIGTERM
+    finally:
+        announce("Stopping…")
+        server.close()
+        gateway.close()
+    announce("Stopped.")
+    return 0

@@ -1,0 +1,128 @@
+"""Sessions: one agent session in one project, from start to summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select, update
+
+from engram.pagination import decode_cursor, encode_cursor
+from engram.schema import sessions
+from engram.scope import Scope
+from engram.store import Store, insert_ignore, iso, loads, now
+
+
+def ensure(conn: Connection, session_id: str, project: str, *, host: str | None = None,
+           agent_id: str | None = None, cwd: str | None = None,
+           started_at: float | None = None) -> bool:
+    """Create the session row if it is new; True when created. Never changes an existing row's
+    project: a session belongs to the project it started in."""
+    return insert_ignore(conn, sessions, {
+        "id": session_id, "project": project, "host": host, "agent_id": agent_id, "cwd": cwd,
+        "status": "active", "started_at": started_at or now(),
+    })
+
+
+def start(store: Store, session_id: str, project: str, *, host: str | None,
+          agent_id: str | None, cwd: str | None) -> tuple[dict[str, Any], bool]:
+    with store.write() as conn:
+        created = ensure(conn, session_id, project, host=host, agent_id=agent_id, cwd=cwd)
+        if not created:
+            # A restarted host re-announces its session: fill what was unknown, keep the rest.
+            conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+                host=sessions.c.host if host is None else host,
+                cwd=sessions.c.cwd if cwd is None else cwd,
+                status="active", ended_at=None,
+            ))
+        row = conn.execute(select(sessions).where(sessions.c.id == session_id)).one()
+    return to_dict(row), created
+
+
+def end(store: Store, session_id: str) -> dict[str, Any] | None:
+    with store.write() as conn:
+        result = conn.execute(update(sessions).where(sessions.c.id == session_id)
+                              .values(status="ended", ended_at=now()))
+        if result.rowcount == 0:
+            return None
+        return to_dict(conn.execute(select(sessions).where(sessions.c.id == session_id)).one())
+
+
+def get(store: Store, session_id: str) -> dict[str, Any] | None:
+    with store.read() as conn:
+        row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
+    return to_dict(row) if row is not None else None
+
+
+def save_summary(conn: Connection, session_id: str, text: str, data: str) -> None:
+    conn.execute(update(sessions).where(sessions.c.id == session_id)
+                 .values(summary=text, summary_json=data))
+
+
+def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = None,
+                  status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Newest first, keyset-paginated on (started_at, id)."""
+    stmt = select(sessions).order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
+    if not scope.all_projects:
+        stmt = stmt.where(sessions.c.project == scope.project)
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(sessions.c.agent_id == scope.agent_id, sessions.c.agent_id.is_(None)))
+    if status:
+        stmt = stmt.where(sessions.c.status == status)
+    if cursor:
+        started_at, session_id = decode_cursor(cursor, 2)
+        stmt = stmt.where(or_(
+            sessions.c.started_at < started_at,
+            and_(sessions.c.started_at == started_at, sessions.c.id < session_id),
+        ))
+    with store.read() as conn:
+        rows = conn.execute(stmt.limit(limit + 1)).all()
+    last = rows[limit - 1] if len(rows) > limit else None
+    return ([to_dict(r) for r in rows[:limit]],
+            encode_cursor(last.started_at, last.id) if last is not None else None)
+
+
+def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) -> Any:
+    stmt = (select(sessions).where(sessions.c.summary.is_not(None))
+            .order_by(sessions.c.ended_at.desc()).limit(1))
+    if not scope.all_projects:
+        stmt = stmt.where(sessions.c.project == scope.project)
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(sessions.c.agent_id == scope.agent_id, sessions.c.agent_id.is_(None)))
+    if exclude:
+        stmt = stmt.where(sessions.c.id != exclude)
+    return conn.execute(stmt).first()
+
+
+def to_dict(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "project": row.project, "agentId": row.agent_id, "host": row.host,
+        "cwd": row.cwd, "status": row.status, "startedAt": iso(row.started_at),
+        "endedAt": iso(row.ended_at), "summary": row.summary,
+        "summaryData": loads(row.summary_json),
+    }
+
+
+def summarize(store: Store, session_id: str) -> dict[str, Any] | None:
+    """Build the heuristic summary of a session from its observations, store and index it.
+
+    Idempotent: running it again rebuilds the same summary (and re-indexes it in place).
+    """
+    from engram import observations
+    from engram.keyword import KeywordDoc
+    from engram.store import dumps
+    from engram.summary import summarize as heuristic_summary
+
+    with store.write() as conn:
+        row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
+        if row is None:
+            return None
+        records = [observations.to_dict(r, detail=True)
+                   for r in observations.for_session(conn, session_id)]
+        summary = heuristic_summary(records)
+        text = summary.to_text()
+        save_summary(conn, session_id, text, dumps(summary.to_dict()))
+        store.keyword.upsert(conn, KeywordDoc(
+            doc_id=f"sum_{session_id}"[:64], kind="summary", project=row.project, body=text,
+            created_at=row.ended_at or now(), agent_id=row.agent_id, session_id=session_id,
+        ))
+    return summary.to_dict()

@@ -1,0 +1,216 @@
+"""Settings, parsed once into one typed object.
+
+Every setting is declared once in ``SETTINGS`` with its environment variable, type, default and help
+text. Values come from, in increasing precedence: the default, the env file in the config dir
+(``<config dir>/engram.env``), the process environment, and explicit overrides (CLI flags).
+``docs/configuration.md`` documents every entry; a test fails when one is missing there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_FILE_NAME = "engram.env"
+"""Name of the optional KEY=VALUE file read from the config dir."""
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be parsed; the message names the variable."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    env: str
+    attr: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected true/false, got {raw!r}")
+
+
+def _list(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(f"expected a positive integer, got {raw!r}")
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError(f"expected a positive number, got {raw!r}")
+    return value
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"expected a TCP port 0-65535, got {raw!r}")
+    return value
+
+
+SETTINGS: tuple[Spec, ...] = (
+    Spec("ENGRAM_DATA_DIR", "data_dir", str, "",
+         "Where the store, indexes and spool live. Empty: the platform's user data dir."),
+    Spec("ENGRAM_CONFIG_DIR", "config_dir", str, "",
+         "Where the generated secret and engram.env live. Empty: the platform's user config dir."),
+    Spec("ENGRAM_HOST", "host", str, "127.0.0.1",
+         "Address `engram serve` binds. Loopback by default; anything else exposes the API."),
+    Spec("ENGRAM_PORT", "port", _port, 8737, "TCP port of the gateway."),
+    Spec("ENGRAM_URL", "url", str, "",
+         "Gateway URL used by the CLI (status, export, import). Empty: http://HOST:PORT."),
+    Spec("ENGRAM_SECRET", "secret", str, "",
+         "Bearer secret for the API. Empty: generated on first start into <config dir>/secret (0600)."),
+    Spec("ENGRAM_ALLOWED_ORIGINS", "allowed_origins", _list, (),
+         "Comma-separated browser origins allowed besides loopback ones (e.g. https://app.example)."),
+    Spec("ENGRAM_DATABASE_URL", "database_url", str, "",
+         "SQLAlchemy URL of the store of record. Empty: SQLite at <data dir>/engram.db. "
+         "PostgreSQL: postgresql+psycopg://user@host/db."),
+    Spec("ENGRAM_BROKER_URL", "broker_url", str, "",
+         "Celery broker. Empty: embedded mode (in-process worker and scheduler on an in-memory "
+         "broker). redis://host:6379/0: distributed mode, run `engram worker` and `engram beat`."),
+    Spec("ENGRAM_WORKER_CONCURRENCY", "worker_concurrency", _positive_int, 2,
+         "Worker threads in embedded mode; default --concurrency of `engram worker`."),
+    Spec("ENGRAM_SERVER_THREADS", "server_threads", _positive_int, 8,
+         "Request threads of the WSGI server (waitress)."),
+    Spec("ENGRAM_INBOX_MAX", "inbox_max", _positive_int, 10000,
+         "Capture inbox entries waiting for a worker before /v1/observe answers 503 (retryable)."),
+    Spec("ENGRAM_TASK_MAX_ATTEMPTS", "task_max_attempts", _positive_int, 6,
+         "Processing attempts for one captured event before it becomes a dead letter."),
+    Spec("ENGRAM_RETRY_BASE_SECONDS", "retry_base_seconds", _positive_float, 2.0,
+         "First retry delay; each later attempt doubles it (exponential backoff)."),
+    Spec("ENGRAM_RETRY_MAX_SECONDS", "retry_max_seconds", _positive_float, 300.0,
+         "Upper bound of one retry delay."),
+    Spec("ENGRAM_SWEEP_INTERVAL_SECONDS", "sweep_interval_seconds", _positive_float, 15.0,
+         "How often the inbox sweeper looks for entries whose task was lost."),
+    Spec("ENGRAM_INBOX_LEASE_SECONDS", "inbox_lease_seconds", _positive_float, 60.0,
+         "How long an inbox entry may stay dispatched or claimed without progress before the "
+         "sweeper re-enqueues it (a worker was killed, or the broker lost the message)."),
+    Spec("ENGRAM_MAX_FIELD_CHARS", "max_field_chars", _positive_int, 100_000,
+         "Longest toolInput/toolOutput/prompt text kept per event; longer text keeps head and tail."),
+    Spec("ENGRAM_MAX_BODY_BYTES", "max_body_bytes", _positive_int, 4 * 1024 * 1024,
+         "Largest accepted request body; larger requests answer 413."),
+    Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
+         "Default token budget of the session-start context block."),
+    Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    config_dir: Path
+    host: str
+    port: int
+    url: str
+    secret: str
+    allowed_origins: tuple[str, ...]
+    database_url: str
+    broker_url: str
+    worker_concurrency: int
+    server_threads: int
+    inbox_max: int
+    task_max_attempts: int
+    retry_base_seconds: float
+    retry_max_seconds: float
+    sweep_interval_seconds: float
+    inbox_lease_seconds: float
+    max_field_chars: int
+    max_body_bytes: int
+    context_budget_tokens: int
+    log_level: str
+
+    @property
+    def embedded(self) -> bool:
+        """True when the gateway hosts its own worker (no external broker configured)."""
+        return not self.broker_url or self.broker_url.startswith("memory://")
+
+    @property
+    def secret_file(self) -> Path:
+        return self.config_dir / "secret"
+
+    @property
+    def gateway_url(self) -> str:
+        if self.url:
+            return self.url.rstrip("/")
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse KEY=VALUE lines (``export`` prefix, quotes and # comments allowed)."""
+    values: dict[str, str] = {}
+    if not path.is_file():
+        return values
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"{path}:{number}: expected KEY=VALUE")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key.strip()] = value
+    return values
+
+
+def _platform_dir(kind: str) -> Path:
+    import platformdirs
+
+    if kind == "data":
+        return Path(platformdirs.user_data_dir("engram", appauthor=False))
+    return Path(platformdirs.user_config_dir("engram", appauthor=False))
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Build the one Settings object. ``overrides`` maps attribute names to CLI-given values."""
+    env = dict(os.environ if environ is None else environ)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config_dir = Path(
+        overrides.get("config_dir") or env.get("ENGRAM_CONFIG_DIR") or _platform_dir("config")
+    ).expanduser()
+    merged = {**read_env_file(config_dir / ENV_FILE_NAME), **env}
+
+    values: dict[str, Any] = {}
+    for spec in SETTINGS:
+        if spec.attr in overrides:
+            values[spec.attr] = overrides[spec.attr]
+            continue
+        raw = merged.get(spec.env)
+        if raw is None or raw == "" and spec.default != "":
+            values[spec.attr] = spec.default
+            continue
+        try:
+            values[spec.attr] = spec.parse(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{spec.env}={raw!r}: {exc}") from None
+
+    values["config_dir"] = config_dir
+    values["data_dir"] = Path(values["data_dir"] or _platform_dir("data")).expanduser()
+    if not values["database_url"]:
+        values["database_url"] = f"sqlite:///{values['data_dir'] / 'engram.db'}"
+    return Settings(**values)

@@ -1,0 +1,99 @@
+"""What is wrong and how to fix it: one report shared by /v1/status and `engram status`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from engram import inbox
+from engram.db import schema_version
+from engram.schema import capture_inbox, memories, observations, sessions
+from engram.settings import Settings
+from engram.store import Store
+
+WorkerProbe = Callable[[], dict[str, Any]]
+STALE_PENDING_SECONDS = 120.0
+"""An inbox entry older than this while workers are up suggests the pools cannot keep pace."""
+
+
+def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | None],
+            worker_probe: WorkerProbe) -> dict[str, Any]:
+    problems: list[dict[str, str]] = []
+    report: dict[str, Any] = {"mode": "embedded" if settings.embedded else "distributed"}
+
+    try:
+        with store.read() as conn:
+            conn.execute(text("SELECT 1"))
+            counts = inbox.counts(conn)
+            oldest = conn.execute(select(func.min(capture_inbox.c.created_at)).where(
+                capture_inbox.c.state.in_(inbox.WAITING_STATES))).scalar()
+            sizes = {
+                "observations": conn.execute(select(func.count()).select_from(observations)).scalar_one(),
+                "sessions": conn.execute(select(func.count()).select_from(sessions)).scalar_one(),
+                "memories": conn.execute(select(func.count()).select_from(memories)
+                                         .where(memories.c.forgotten_at.is_(None))).scalar_one(),
+                "keywordDocs": store.keyword.count(conn),
+            }
+        report["store"] = {"ok": True, "dialect": store.dialect,
+                           "schemaVersion": schema_version(store.engine),
+                           "url": _redact(settings.database_url)}
+    except SQLAlchemyError as exc:
+        report["store"] = {"ok": False, "error": str(exc).splitlines()[0]}
+        problems.append({"component": "store", "problem": f"store unreachable: {exc}".splitlines()[0],
+                         "fix": "check ENGRAM_DATABASE_URL and that the database server runs"})
+        return {"ok": False, **report, "problems": problems}
+
+    broker_error = broker_probe()
+    report["broker"] = {"ok": broker_error is None,
+                        "url": "memory:// (in-process)" if settings.embedded
+                        else _redact(settings.broker_url)}
+    if broker_error:
+        report["broker"]["error"] = broker_error
+        problems.append({"component": "broker", "problem": f"broker unreachable: {broker_error}",
+                         "fix": "start Redis or fix ENGRAM_BROKER_URL; captures are kept in the "
+                                "inbox meanwhile and dispatched by the sweeper when it is back"})
+
+    workers = worker_probe()
+    report["workers"] = workers
+    if not workers.get("alive"):
+        fix = ("restart `engram serve`" if settings.embedded
+               else "start a worker pool: `engram worker` (and one `engram beat`)")
+        problems.append({"component": "workers", "problem": "no worker is answering: captures "
+                         "wait in the inbox", "fix": fix})
+
+    age = time.time() - oldest if oldest else 0.0
+    report["inbox"] = {**counts, "waiting": sum(counts[s] for s in inbox.WAITING_STATES),
+                       "capacity": settings.inbox_max, "oldestWaitingSeconds": round(age, 1)}
+    report["deadLetters"] = counts[inbox.DEAD]
+    if counts[inbox.DEAD]:
+        problems.append({"component": "capture", "problem": f"{counts[inbox.DEAD]} captured "
+                         "events are dead letters (processing failed on every attempt)",
+                         "fix": "see GET /v1/capture?state=dead for the errors, fix the cause, "
+                                'then POST /v1/capture/retry {"all": true}'})
+    waiting = report["inbox"]["waiting"]
+    if waiting >= settings.inbox_max * 0.8:
+        problems.append({"component": "capture", "problem": f"inbox {waiting}/{settings.inbox_max}"
+                         " full: new captures will be refused with 503",
+                         "fix": "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX"})
+    elif waiting and age > STALE_PENDING_SECONDS and workers.get("alive"):
+        problems.append({"component": "capture", "problem": f"oldest waiting capture is "
+                         f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
+                         "are busy"})
+    report["embedder"] = {"name": "none", "note": "vector search not configured yet"}
+    report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
+    return {"ok": not problems, **report, "problems": problems}
+
+
+def _redact(url: str) -> str:
+    """A URL with its password hidden, for display."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a SQLAlchemy URL (redis://): fall back to a cut
+        head, sep, tail = url.partition("@")
+        return f"{head.split(':')[0]}://***@{tail}" if sep else url

@@ -1,0 +1,89 @@
+"""The store of record: one engine, its keyword index, and transaction helpers.
+
+Domain modules (inbox, observations, sessions, memories, audit, search, transfer) take a Store and
+never open engines of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from engram.db import create_store_engine, is_sqlite, migrate, write_transaction
+from engram.keyword import KeywordIndex, keyword_index_for
+
+
+class Store:
+    def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
+        self.engine = engine
+        self.keyword = keyword or keyword_index_for(engine)
+
+    @classmethod
+    def open(cls, database_url: str) -> Store:
+        """Open (creating and migrating as needed) the store at ``database_url``."""
+        engine = create_store_engine(database_url)
+        migrate(engine)
+        return cls(engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def is_sqlite(self) -> bool:
+        return is_sqlite(self.engine)
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (committed on exit, rolled back on error)."""
+        with write_transaction(self.engine) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def now() -> float:
+    return time.time()
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for JSON-shaped text columns."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def loads(value: str | None, default: Any = None) -> Any:
+    if value is None or value == "":
+        return default
+    return json.loads(value)
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as an ISO 8601 UTC string with milliseconds, for the API."""
+    if ts is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+def insert_ignore(conn: Connection, table: Any, values: dict[str, Any]) -> bool:
+    """INSERT that does nothing when the primary key exists; True when a row was written."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+    result = conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing())
+    return bool(result.rowcount)

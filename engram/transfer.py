@@ -1,0 +1,224 @@
+"""Export the whole store as one JSON document, and import one back.
+
+Import strategies: ``skip`` keeps what exists and adds the rest; ``merge`` adds the rest and lets
+imported data win (a memory whose content differs gets a new version, so nothing is lost);
+``replace`` empties sessions, observations and memories first. Everything imported is scrubbed
+and indexed, and the observations' eventIds enter the ledger so replays stay duplicates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from engram import audit
+from engram.events import parse_timestamp
+from engram.keyword import KeywordDoc
+from engram.privacy import scrub
+from engram.schema import event_ledger, kw_docs, memories, memory_versions, observations, sessions
+from engram.store import Store, dumps, insert_ignore, iso, loads, now
+
+FORMAT_VERSION = 1
+STRATEGIES = ("merge", "replace", "skip")
+_JSON_COLUMNS = ("files_read", "files_modified", "commands", "errors", "concepts")
+
+
+class InvalidImport(ValueError):
+    def __init__(self, fields: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+def export(store: Store) -> dict[str, Any]:
+    with store.read() as conn:
+        sess = [_row(r, ("started_at", "ended_at")) for r in conn.execute(
+            select(sessions).order_by(sessions.c.started_at))]
+        obs = [_row(r, ("created_at", "stored_at")) for r in conn.execute(
+            select(observations).order_by(observations.c.created_at))]
+        versions: dict[str, list[dict[str, Any]]] = {}
+        for v in conn.execute(select(memory_versions).order_by(memory_versions.c.version)):
+            versions.setdefault(v.memory_id, []).append(
+                {"version": v.version, "content": v.content, "createdAt": iso(v.created_at),
+                 "supersededAt": iso(v.superseded_at)})
+        mems = []
+        for r in conn.execute(select(memories).where(memories.c.forgotten_at.is_(None))
+                              .order_by(memories.c.created_at)):
+            item = _row(r, ("created_at", "updated_at", "forgotten_at"))
+            item["versions"] = versions.get(r.id, [])
+            mems.append(item)
+    return {"format": "engram-export", "version": FORMAT_VERSION, "exportedAt": iso(now()),
+            "sessions": sess, "observations": obs, "memories": mems}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _row(row: Any, times: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in row._mapping.items():
+        if key in times:
+            value = iso(value)
+        elif key in _JSON_COLUMNS or key == "summary_json":
+            value = loads(value)
+        out[_camel(key)] = value
+    return out
+
+
+def _unrow(item: dict[str, Any], columns: Any, times: tuple[str, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for column in columns:
+        key = _camel(column.name)
+        if key not in item:
+            continue
+        value = item[key]
+        if column.name in times and value is not None:
+            value = parse_timestamp(value)
+        elif column.name in _JSON_COLUMNS or column.name == "summary_json":
+            value = dumps(value if value is not None else [])
+        values[column.name] = scrub(value)
+    return values
+
+
+def validate(document: Any, strategy: Any) -> None:
+    problems: dict[str, str] = {}
+    if strategy not in STRATEGIES:
+        problems["strategy"] = f"one of {', '.join(STRATEGIES)}"
+    if not isinstance(document, dict):
+        raise InvalidImport({**problems, "data": "must be an export document (a JSON object)"})
+    if document.get("version") != FORMAT_VERSION:
+        problems["version"] = f"unsupported export version {document.get('version')!r}"
+    for key, required in (("sessions", ("id", "project")),
+                          ("observations", ("id", "eventId", "sessionId", "project")),
+                          ("memories", ("id", "content"))):
+        items = document.get(key, [])
+        if not isinstance(items, list):
+            problems[key] = "must be a list"
+            continue
+        for index, item in enumerate(items):
+            missing = [f for f in required if not isinstance(item, dict) or not item.get(f)]
+            if missing:
+                problems[f"{key}[{index}]"] = "missing " + ", ".join(missing)
+                break
+    if problems:
+        raise InvalidImport(problems)
+
+
+def import_(store: Store, document: dict[str, Any], strategy: str,
+            actor: str = "api") -> dict[str, int]:
+    """Import in one transaction: a failure leaves the store as it was."""
+    validate(document, strategy)
+    counts = {"sessions": 0, "observations": 0, "memories": 0, "skipped": 0, "updated": 0}
+    with store.write() as conn:
+        if strategy == "replace":
+            _empty(store, conn)
+        for item in document.get("sessions", []):
+            _import_session(store, conn, item, strategy, counts)
+        for item in document.get("observations", []):
+            _import_observation(store, conn, item, strategy, counts)
+        for item in document.get("memories", []):
+            _import_memory(store, conn, item, strategy, counts)
+        audit.record(conn, actor, "import", "store", strategy, counts)
+    return counts
+
+
+def _empty(store: Store, conn: Connection) -> None:
+    for doc_id in list(conn.execute(select(kw_docs.c.doc_id)).scalars()):
+        store.keyword.delete(conn, doc_id)
+    for table in (observations, memory_versions, memories, sessions):
+        conn.execute(delete(table))
+    conn.execute(delete(event_ledger).where(event_ledger.c.state.in_(("stored", "forgotten"))))
+
+
+def _import_session(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
+                    counts: dict[str, int]) -> None:
+    values = _unrow(item, sessions.c, ("started_at", "ended_at"))
+    values.setdefault("status", "ended")
+    values.setdefault("started_at", now())
+    if insert_ignore(conn, sessions, values):
+        counts["sessions"] += 1
+    elif strategy == "merge":
+        conn.execute(update(sessions).where(sessions.c.id == values["id"]).values(**values))
+        counts["updated"] += 1
+    else:
+        counts["skipped"] += 1
+    if values.get("summary"):
+        store.keyword.upsert(conn, KeywordDoc(
+            doc_id=f"sum_{values['id']}"[:64], kind="summary", project=values["project"],
+            body=values["summary"], created_at=values.get("ended_at") or now(),
+            agent_id=values.get("agent_id"), session_id=values["id"]))
+
+
+def _import_observation(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
+                        counts: dict[str, int]) -> None:
+    values = _unrow(item, observations.c, ("created_at", "stored_at"))
+    values.setdefault("created_at", now())
+    values.setdefault("stored_at", now())
+    values.setdefault("host", "import")
+    values.setdefault("hook_type", "import")
+    values.setdefault("kind", "note")
+    values.setdefault("title", str(values.get("text", ""))[:120])
+    values.setdefault("text", values["title"])
+    insert_ignore(conn, sessions, {"id": values["session_id"], "project": values["project"],
+                                   "status": "ended", "started_at": values["created_at"]})
+    if insert_ignore(conn, observations, values):
+        counts["observations"] += 1
+    elif strategy == "merge":
+        conn.execute(update(observations).where(observations.c.id == values["id"])
+                     .values(**values))
+        counts["updated"] += 1
+    else:
+        counts["skipped"] += 1
+        return
+    insert_ignore(conn, event_ledger, {
+        "event_id": values["event_id"], "observation_id": values["id"],
+        "session_id": values["session_id"], "state": "stored", "accepted_at": now(),
+        "stored_at": now()})
+    files = " ".join(loads(values.get("files_read"), []) + loads(values.get("files_modified"), []))
+    store.keyword.upsert(conn, KeywordDoc(
+        doc_id=values["id"], kind="observation", project=values["project"],
+        body=f"{values['text']}\n{files}".strip(), created_at=values["created_at"],
+        agent_id=values.get("agent_id"), session_id=values["session_id"]))
+
+
+def _import_memory(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
+                   counts: dict[str, int]) -> None:
+    values = _unrow(item, memories.c, ("created_at", "updated_at", "forgotten_at"))
+    values.pop("forgotten_at", None)
+    values.setdefault("project", "")
+    values.setdefault("created_at", now())
+    values.setdefault("updated_at", values["created_at"])
+    versions = [v for v in item.get("versions") or [] if isinstance(v, dict) and v.get("content")]
+    existing = conn.execute(select(memories).where(memories.c.id == values["id"])).first()
+    if existing is None:
+        values["version"] = max([int(v.get("version", 1)) for v in versions] or [1])
+        conn.execute(insert(memories).values(**values))
+        for v in versions or [{"version": 1, "content": values["content"]}]:
+            conn.execute(insert(memory_versions).values(
+                memory_id=values["id"], version=int(v.get("version", 1)),
+                content=scrub(v["content"]),
+                created_at=parse_timestamp(v["createdAt"]) if v.get("createdAt") else now(),
+                superseded_at=parse_timestamp(v["supersededAt"]) if v.get("supersededAt") else None,
+            ))
+        counts["memories"] += 1
+    elif strategy == "merge" and existing.content != values["content"]:
+        version = existing.version + 1
+        conn.execute(update(memory_versions).where(
+            memory_versions.c.memory_id == existing.id,
+            memory_versions.c.version == existing.version).values(superseded_at=now()))
+        conn.execute(insert(memory_versions).values(
+            memory_id=existing.id, version=version, content=values["content"], created_at=now()))
+        conn.execute(update(memories).where(memories.c.id == existing.id).values(
+            content=values["content"], version=version, updated_at=now(), forgotten_at=None))
+        counts["updated"] += 1
+    else:
+        counts["skipped"] += 1
+        return
+    row = conn.execute(select(memories).where(memories.c.id == values["id"])).one()
+    concepts = loads(row.concepts, [])
+    store.keyword.upsert(conn, KeywordDoc(
+        doc_id=row.id, kind="memory", project=row.project,
+        body=f"{row.content}\n{' '.join(concepts)}".strip(), created_at=row.updated_at,
+        agent_id=row.agent_id))

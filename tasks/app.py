@@ -1,0 +1,81 @@
+"""The Celery app and its configuration for both modes.
+
+Embedded (no ENGRAM_BROKER_URL): an in-memory broker polled every 10 ms, consumed by a worker
+thread inside the gateway process. Distributed: Redis, consumed by ``engram worker`` processes.
+Either way the broker only dispatches: durability comes from the capture inbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from engram.settings import Settings
+from tasks import runtime
+
+QUEUES = ("observe", "summarize", "maintenance")
+MEMORY_POLLING_INTERVAL = 0.01
+"""Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
+tasks per second."""
+
+celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper"])
+
+
+def configure(settings: Settings) -> Celery:
+    """Point the one Celery app at the configured broker; call before sending or working."""
+    broker = settings.broker_url if not settings.embedded else "memory://"
+    transport: dict[str, Any]
+    if broker.startswith("memory://"):
+        transport = {"polling_interval": MEMORY_POLLING_INTERVAL}
+    else:
+        # acks_late tasks of a killed worker come back after visibility_timeout, checked every
+        # unacked_restore_interval (kombu's defaults make that ~100 s); the inbox sweeper is the
+        # backstop when the broker itself lost them.
+        transport = {
+            "visibility_timeout": max(int(settings.inbox_lease_seconds), 5),
+            "unacked_restore_interval": 5,
+            "unacked_restore_throttle": 1,
+            "socket_connect_timeout": 2,
+            "socket_timeout": 5,
+        }
+    celery_app.conf.update(
+        broker_url=broker,
+        broker_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        result_backend=None,
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue="observe",
+        task_routes={
+            "engram.observe": {"queue": "observe"},
+            "engram.summarize": {"queue": "summarize"},
+            "engram.sweep": {"queue": "maintenance"},
+        },
+        # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
+        # is already in the inbox; the sweeper dispatches it once the broker is back.
+        task_publish_retry=True,
+        task_publish_retry_policy={"max_retries": 1, "interval_start": 0,
+                                   "interval_step": 0.2, "interval_max": 0.2},
+        beat_schedule={
+            "sweep-capture-inbox": {
+                "task": "engram.sweep",
+                "schedule": settings.sweep_interval_seconds,
+                "options": {"queue": "maintenance", "expires": settings.sweep_interval_seconds},
+            },
+        },
+        beat_schedule_filename=str(settings.data_dir / "beat-schedule"),
+        worker_hijack_root_logger=False,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        timezone="UTC",
+    )
+    return celery_app
+
+
+@worker_process_init.connect
+def _after_fork(**_: Any) -> None:
+    runtime.reset_after_fork()

@@ -1,0 +1,69 @@
+"""The gateway's side of the queue: send tasks, probe the broker and the workers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kombu.exceptions import OperationalError
+
+from engram.settings import Settings
+
+log = logging.getLogger("engram.dispatch")
+
+WORKER_PING_TIMEOUT = 1.0
+
+
+def dispatch_observe(event_id: str) -> None:
+    """Enqueue processing of an accepted event. A broker outage is logged, not raised: the event
+    is already durable in the inbox and the sweeper dispatches it when the broker is back."""
+    from tasks.capture import observe
+
+    try:
+        observe.apply_async((event_id,))
+    except (OperationalError, OSError) as exc:
+        log.warning("broker unavailable, event %s waits in the inbox: %s", event_id, exc)
+
+
+def enqueue_summary(session_id: str) -> None:
+    from tasks.capture import summarize
+
+    try:
+        summarize.apply_async((session_id,))
+    except (OperationalError, OSError) as exc:
+        log.warning("broker unavailable, summary of %s left to the sweeper: %s", session_id, exc)
+
+
+def broker_probe(settings: Settings) -> Callable[[], str | None]:
+    def probe() -> str | None:
+        if settings.embedded:
+            return None
+        from tasks.app import celery_app
+
+        try:
+            with celery_app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+        except (OperationalError, OSError) as exc:
+            return str(exc)
+        return None
+
+    return probe
+
+
+def worker_probe(settings: Settings, embedded_alive: Callable[[], bool] | None
+                 ) -> Callable[[], dict[str, Any]]:
+    def probe() -> dict[str, Any]:
+        if embedded_alive is not None:
+            alive = embedded_alive()
+            return {"alive": int(alive), "names": ["embedded"] if alive else []}
+        from tasks.app import celery_app
+
+        try:
+            replies = celery_app.control.ping(timeout=WORKER_PING_TIMEOUT) or []
+        except (OperationalError, OSError) as exc:
+            return {"alive": 0, "names": [], "error": str(exc)}
+        names = sorted(name for reply in replies for name in reply)
+        return {"alive": len(names), "names": names}
+
+    return probe

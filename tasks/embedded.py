@@ -1,0 +1,71 @@
+"""The embedded default: a Celery worker and scheduler running as threads of the gateway.
+
+One process, no other server: the in-memory broker lives in this process, so on start every
+waiting inbox entry is dispatched again (whatever was queued died with the previous process).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery.beat import EmbeddedService
+
+from engram.settings import Settings
+from tasks.app import celery_app
+
+log = logging.getLogger("engram.embedded")
+
+SHUTDOWN_TIMEOUT = 10.0
+
+
+class EmbeddedWorker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._worker: Any = None
+        self._thread: threading.Thread | None = None
+        self._beat: EmbeddedService | None = None
+
+    def start(self) -> None:
+        from tasks.sweeper import sweep_once
+
+        self._worker = celery_app.WorkController(
+            app=celery_app,
+            concurrency=self.settings.worker_concurrency,
+            pool="threads",
+            hostname=f"embedded@{_hostname()}",
+            queues=["observe", "summarize", "maintenance"],
+            loglevel=self.settings.log_level,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+        )
+        self._thread = threading.Thread(target=self._worker.start, name="engram-worker",
+                                        daemon=True)
+        self._thread.start()
+        self._beat = EmbeddedService(celery_app, thread=True,
+                                     schedule_filename=str(self.settings.data_dir / "beat-schedule"))
+        self._beat.start()
+        recovered = sweep_once(everything=True)
+        if recovered["events"] or recovered["summaries"]:
+            log.info("re-dispatched %d waiting events and %d summaries from the inbox",
+                     recovered["events"], recovered["summaries"])
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+        if self._worker is not None:
+            self._worker.stop(in_sighandler=False)
+        if self._thread is not None:
+            self._thread.join(SHUTDOWN_TIMEOUT)
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
