@@ -52,12 +52,12 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
 
     prepare_dirs(settings)
     store = Store.open(settings.database_url)
-    runtime.configure(settings, store)
     configure(settings)
     embedded = None
     if settings.embedded and start_worker:
         from tasks.embedded import EmbeddedWorker
 
+        runtime.configure(settings, store)  # the in-process worker shares this store
         embedded = EmbeddedWorker(settings)
         embedded.start()
     alive: Callable[[], bool] | None = None

@@ -73,6 +73,11 @@ def configure(settings: Settings) -> Celery:
         task_send_sent_event=True,
         timezone="UTC",
     )
+    # Threads that Celery did not start (the embedded worker's pool, the gateway's request
+    # threads) resolve signatures through the *default* app; without this a retry would be
+    # published through an unconfigured app to its default broker.
+    celery_app.set_default()
+    celery_app.set_current()
     return celery_app
 
 

@@ -1,0 +1,507 @@
+"""The REST contract against an embedded gateway: real worker thread, real SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from engram.schema import capture_inbox, event_ledger, observations
+from tests.support import Api, count_rows, observe_body, wait_for
+
+# --- auth, origin, content type, error shape ------------------------------------------------
+
+
+def test_livez_and_health_are_public(api: Api) -> None:
+    assert api.client.get("/v1/livez").status_code == 200
+    health = api.client.get("/v1/health")
+    assert health.status_code == 200 and health.get_json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("path", ["/v1/status", "/v1/sessions?project=x", "/v1/export",
+                                  "/v1/audit", "/v1/capture"])
+def test_everything_else_needs_the_bearer_secret(api: Api, path: str) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": api.secret}):
+        response = api.client.get(path, headers=headers)
+        assert response.status_code == 401
+        assert response.get_json()["error"]["code"] == "unauthorized"
+
+
+def test_foreign_origin_is_refused_even_with_the_secret(api: Api) -> None:
+    status, body = api.get("/v1/status", headers={"Origin": "https://evil.example"})
+    assert status == 403 and body["error"]["code"] == "origin_not_allowed"
+    assert api.get("/v1/status", headers={"Origin": "http://localhost:3000"})[0] == 200
+    assert api.get("/v1/status", headers={"Origin": "http://127.0.0.1:8737"})[0] == 200
+
+
+def test_allow_listed_origin_passes(tmp_path: Any) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    gw = build_gateway(make_settings(tmp_path, ENGRAM_ALLOWED_ORIGINS="https://app.example"),
+                       start_worker=False)
+    try:
+        client = gw.app.test_client()
+        auth = {"Authorization": f"Bearer {gw.secret}"}
+        assert client.get("/v1/livez", headers={"Origin": "https://app.example"}).status_code == 200
+        assert client.get("/v1/status", headers={**auth, "Origin": "https://app.example/"}
+                          ).status_code == 200
+        assert client.get("/v1/status", headers={**auth, "Origin": "https://other.example"}
+                          ).status_code == 403
+    finally:
+        gw.close()
+
+
+def test_writes_must_be_json(api: Api) -> None:
+    response = api.client.post("/v1/memories", data="content=x", headers={
+        **api.headers, "Content-Type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 415
+    assert response.get_json() == {"error": {"code": "unsupported_media_type",
+                                             "message": "request bodies must be application/json"}}
+
+
+@pytest.mark.parametrize("method,path,status,code", [
+    ("GET", "/v1/nope", 404, "not_found"),
+    ("DELETE", "/v1/observe", 405, "method_not_allowed"),
+    ("GET", "/v1/memories/mem_missing", 404, "not_found"),
+    ("GET", "/v1/sessions?project=p&limit=0", 422, "validation_failed"),
+    ("GET", "/v1/sessions?project=p&limit=1001", 422, "validation_failed"),
+    ("GET", "/v1/sessions?project=p&cursor=garbage", 400, "bad_cursor"),
+    ("GET", "/v1/sessions", 422, "scope_required"),
+])
+def test_one_error_shape(api: Api, method: str, path: str, status: int, code: str) -> None:
+    got_status, body = api.call(method, path)
+    assert got_status == status
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert set(body["error"]) <= {"code", "message", "details"}
+
+
+def test_oversized_body_is_413(tmp_path: Any) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    gw = build_gateway(make_settings(tmp_path, ENGRAM_MAX_BODY_BYTES="1000"), start_worker=False)
+    try:
+        response = gw.app.test_client().post(
+            "/v1/observe", json={"prompt": "x" * 5000},
+            headers={"Authorization": f"Bearer {gw.secret}"})
+        assert response.status_code == 413
+        assert response.get_json()["error"]["code"] == "payload_too_large"
+    finally:
+        gw.close()
+
+
+# --- capture --------------------------------------------------------------------------------
+
+
+def test_observe_accepts_then_answers_duplicate(api: Api, project: str) -> None:
+    body = observe_body(project, "s-dup", 1)
+    status, first = api.post("/v1/observe", body)
+    assert status == 201 and first["status"] == "accepted"
+    assert first["observationId"].startswith("obs_")
+    status, again = api.post("/v1/observe", body)
+    assert status == 200 and again["status"] == "duplicate"
+    assert again["observationId"] == first["observationId"]
+    api.wait_drained()
+    status, timeline = api.get("/v1/sessions/s-dup/observations")
+    assert [o["id"] for o in timeline["items"]] == [first["observationId"]]
+    assert api.post("/v1/observe", body)[1]["state"] == "stored"
+
+
+def test_event_id_is_derived_when_missing(api: Api, project: str) -> None:
+    body = observe_body(project, "s-derive", 1, timestamp="2026-01-02T03:04:05Z")
+    del body["eventId"]
+    status, first = api.post("/v1/observe", body)
+    assert status == 201 and first["eventId"].startswith("derived:")
+    # The same host event replayed is recognised ...
+    assert api.post("/v1/observe", body)[1]["status"] == "duplicate"
+    # ... while a second real call with the same content at another time is not merged.
+    status, other = api.post("/v1/observe", {**body, "timestamp": "2026-01-02T03:04:06Z"})
+    assert status == 201 and other["eventId"] != first["eventId"]
+
+
+@pytest.mark.parametrize("raw,content_type", [("{not json", "application/json"),
+                                               ("[1, 2]", "application/json"),
+                                               ('"text"', "application/json")])
+def test_malformed_observe_is_400_and_writes_nothing(api: Api, raw: str,
+                                                     content_type: str) -> None:
+    api.wait_drained()
+    before = (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox))
+    response = api.client.post("/v1/observe", data=raw, headers={
+        **api.headers, "Content-Type": content_type})
+    assert response.status_code == 400
+    body = response.get_json()
+    assert body["status"] == "rejected" and body["error"]["code"] == "malformed_json"
+    assert (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox)) == before
+
+
+@pytest.mark.parametrize("patch,field", [
+    ({"sessionId": None}, "sessionId"), ({"project": ""}, "project"),
+    ({"hookType": 7}, "hookType"), ({"host": "x" * 65}, "host"),
+    ({"timestamp": "yesterday"}, "timestamp"), ({"prompt": ["a"]}, "prompt"),
+    ({"eventId": "a\nb"}, "eventId"), ({"sessionId": "../../etc/passwd\x00"}, "sessionId"),
+])
+def test_invalid_observe_is_422_with_field_errors_and_writes_nothing(
+        api: Api, project: str, patch: dict[str, Any], field: str) -> None:
+    api.wait_drained()
+    before = (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox))
+    body = {**observe_body(project, "s-invalid", 1), **patch}
+    status, answer = api.post("/v1/observe", body)
+    assert status == 422
+    assert answer["status"] == "rejected"
+    assert field in answer["error"]["details"]["fields"]
+    assert (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox)) == before
+
+
+def test_secrets_never_reach_the_store(api: Api, project: str) -> None:
+    token = "ghp_" + "Z9" * 18
+    body = observe_body(project, "s-secret", 1, prompt=f"use token {token} please")
+    body["toolInput"] = {"command": f"curl -H 'Authorization: Bearer {token}' https://api.x"}
+    body["toolOutput"] = {"stdout": "password=hunter2hunter2", "exit_code": 0}
+    assert api.post("/v1/observe", body)[0] == 201
+    api.wait_drained()
+    with api.store.read() as conn:
+        dump = " ".join(str(v) for row in conn.execute(
+            text("SELECT * FROM observations WHERE session_id = 's-secret'")) for v in row)
+        fts = " ".join(str(r[0]) for r in conn.execute(text("SELECT body FROM kw_fts")))
+    assert dump and token not in dump and "hunter2hunter2" not in dump
+    assert token not in fts
+    status, exported = api.get("/v1/export")
+    assert token not in str(exported)
+
+
+def test_failing_processing_retries_then_dead_letters_and_can_be_retried(
+        tmp_path: Any, project: str) -> None:
+    """A real failure (the observations table is gone) goes retrying (202 on replay), then dead
+    (visible in status), and a manual retry after the fix stores it exactly once."""
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    gw = build_gateway(make_settings(
+        tmp_path, ENGRAM_TASK_MAX_ATTEMPTS="3", ENGRAM_RETRY_BASE_SECONDS="0.3",
+        ENGRAM_RETRY_MAX_SECONDS="1", ENGRAM_SWEEP_INTERVAL_SECONDS="60"))
+    api = Api(gw.app.test_client(), gw.secret, gw.store)
+    try:
+        with gw.store.write() as conn:
+            conn.execute(text("ALTER TABLE observations RENAME TO observations_away"))
+        body = observe_body(project, "s-fail", 1)
+        assert api.post("/v1/observe", body)[0] == 201
+        status, replay = wait_for(lambda: (lambda r: r if r[0] == 202 else None)(
+            api.post("/v1/observe", body)), 10, message="retrying state")
+        assert replay["state"] == "retrying" and replay["status"] == "accepted"
+        wait_for(lambda: api.get("/v1/capture?state=dead")[1]["items"], 15,
+                 message="dead letter")
+        dead = api.get("/v1/capture?state=dead")[1]["items"][0]
+        assert dead["eventId"] == body["eventId"] and dead["attempts"] == 3
+        assert "observations" in dead["lastError"]
+        with gw.store.write() as conn:
+            conn.execute(text("ALTER TABLE observations_away RENAME TO observations"))
+        status, report = api.get("/v1/status")
+        assert report["deadLetters"] == 1 and not report["ok"]
+        assert any(p["component"] == "capture" and "dead" in p["problem"]
+                   for p in report["problems"])
+        assert api.post("/v1/capture/retry", {"eventId": "nope"})[0] == 404
+        status, retried = api.post("/v1/capture/retry", {"all": True})
+        assert status == 200 and retried["eventIds"] == [body["eventId"]]
+        api.wait_drained()
+        assert count_rows(gw.store, observations) == 1
+        assert api.get("/v1/status")[1]["deadLetters"] == 0
+        audit = api.get("/v1/audit?action=capture.retry")[1]["items"]
+        assert [a["targetId"] for a in audit] == [body["eventId"]]
+    finally:
+        gw.close()
+
+
+def test_full_inbox_answers_503_retryable(tmp_path: Any, project: str) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    gw = build_gateway(make_settings(tmp_path, ENGRAM_INBOX_MAX="3"), start_worker=False)
+    api = Api(gw.app.test_client(), gw.secret, gw.store)
+    try:
+        for n in range(3):
+            assert api.post("/v1/observe", observe_body(project, "s-full", n))[0] == 201
+        status, body = api.post("/v1/observe", observe_body(project, "s-full", 99))
+        assert status == 503
+        assert body["status"] == "rejected" and body["retryable"] is True
+        assert body["error"]["code"] == "inbox_full"
+        # A replay of an accepted event is still recognised while full.
+        assert api.post("/v1/observe", observe_body(project, "s-full", 0))[0] == 200
+        assert count_rows(gw.store, capture_inbox) == 3
+    finally:
+        gw.close()
+
+
+def test_forgotten_observation_stays_a_duplicate(api: Api, project: str) -> None:
+    body = observe_body(project, "s-forget", 1)
+    observation_id = api.post("/v1/observe", body)[1]["observationId"]
+    api.wait_drained()
+    assert api.call("DELETE", f"/v1/observations/{observation_id}")[0] == 200
+    assert api.get(f"/v1/observations/{observation_id}")[0] == 404
+    status, replay = api.post("/v1/observe", body)
+    assert status == 200 and replay["state"] == "forgotten"
+    api.wait_drained()
+    assert api.get(f"/v1/observations/{observation_id}")[0] == 404
+    hits = api.post("/v1/search", {"query": "marker1x", "project": project})[1]["items"]
+    assert hits == []
+    audit = api.get(f"/v1/audit?targetId={observation_id}")[1]["items"]
+    assert [a["action"] for a in audit] == ["observation.forget"]
+
+
+# --- sessions, search, context ---------------------------------------------------------------
+
+
+def _session(api: Api, project: str, session: str, prompt: str,
+             tools: list[tuple[str, dict[str, Any], Any]]) -> None:
+    assert api.post("/v1/sessions", {"sessionId": session, "project": project,
+                                     "host": "claude-code"})[0] in (200, 201)
+    api.post("/v1/observe", {"eventId": f"{session}:p", "sessionId": session,
+                             "project": project, "host": "claude-code",
+                             "hookType": "UserPromptSubmit", "prompt": prompt})
+    for n, (tool, tool_input, output) in enumerate(tools):
+        api.post("/v1/observe", {"eventId": f"{session}:{n}", "sessionId": session,
+                                 "project": project, "host": "claude-code",
+                                 "hookType": "PostToolUse", "toolName": tool,
+                                 "toolInput": tool_input, "toolOutput": output})
+
+
+def test_session_lifecycle_with_summary(api: Api, project: str) -> None:
+    _session(api, project, "s-life", "fix the flaky checkout test", [
+        ("Read", {"file_path": "src/checkout.py"}, "def pay(): ..."),
+        ("Bash", {"command": "pytest tests/test_checkout.py"},
+         {"stdout": "FAILED test_pay - AssertionError", "exit_code": 1}),
+        ("Edit", {"file_path": "src/checkout.py", "old_string": "a", "new_string": "b"}, "ok"),
+        ("Bash", {"command": "pytest tests/test_checkout.py"},
+         {"stdout": "4 passed", "exit_code": 0}),
+    ])
+    status, ended = api.post("/v1/sessions/s-life/end")
+    assert status == 200 and ended["session"]["status"] == "ended"
+    session = wait_for(lambda: api.get("/v1/sessions/s-life")[1]["summary"] and
+                       api.get("/v1/sessions/s-life")[1], 15, message="summary")
+    assert "checkout" in session["summary"]
+    assert "src/checkout.py" in session["summaryData"]["filesChanged"]
+    listed = api.get(f"/v1/sessions?project={project}")[1]
+    assert [s["id"] for s in listed["items"]] == ["s-life"] and listed["nextCursor"] is None
+    timeline = api.get("/v1/sessions/s-life/observations")[1]["items"]
+    assert [o["kind"] for o in timeline] == ["prompt", "read", "command", "edit", "command"]
+    hits = api.post("/v1/search", {"query": "checkout test summary", "project": project,
+                                   "kinds": ["summary"]})[1]["items"]
+    assert hits and hits[0]["kind"] == "summary" and hits[0]["sessionId"] == "s-life"
+    assert api.post("/v1/sessions/nope/end")[0] == 404
+
+
+def test_timeline_paginates_with_cursor(api: Api, project: str) -> None:
+    for n in range(5):
+        api.post("/v1/observe", observe_body(project, "s-page", n, timestamp=1_700_000_000 + n))
+    api.wait_drained()
+    seen: list[str] = []
+    cursor = None
+    while True:
+        path = "/v1/sessions/s-page/observations?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = api.get(path)[1]
+        assert len(page["items"]) <= 2
+        seen += [o["eventId"] for o in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == [f"s-page:{n}" for n in range(5)]
+
+
+def test_search_is_scoped_by_project_and_agent(api: Api, project: str) -> None:
+    other = project + "-other"
+    for proj, session, agent in ((project, "s-a1", "alice"), (other, "s-b1", "alice"),
+                                 (project, "s-a2", "bob")):
+        api.post("/v1/observe", {"eventId": f"{session}:1", "sessionId": session,
+                                 "project": proj, "host": "codex", "hookType": "PostToolUse",
+                                 "toolName": "Bash", "agentId": agent,
+                                 "toolInput": {"command": "make deploy-widget"},
+                                 "toolOutput": "widget deployed"})
+    api.wait_drained()
+    hits = api.post("/v1/search", {"query": "deploy widget", "project": project})[1]["items"]
+    assert {h["sessionId"] for h in hits} == {"s-a1", "s-a2"}
+    hits = api.post("/v1/search", {"query": "deploy widget", "project": project,
+                                   "agentId": "alice"})[1]["items"]
+    assert {h["sessionId"] for h in hits} == {"s-a1"}
+    status, body = api.post("/v1/search", {"query": "deploy widget"})
+    assert status == 422 and body["error"]["code"] == "scope_required"
+    everywhere = api.post("/v1/search", {"query": "deploy widget", "project": "*"})[1]["items"]
+    assert {"s-a1", "s-a2", "s-b1"} <= {h["sessionId"] for h in everywhere}
+
+
+def test_search_validation_and_modes(api: Api, project: str) -> None:
+    assert api.post("/v1/search", {"query": "", "project": project})[0] == 422
+    assert api.post("/v1/search", {"query": "x", "project": project, "mode": "magic"})[0] == 422
+    assert api.post("/v1/search", {"query": "x", "project": project, "limit": 0})[0] == 422
+    status, body = api.post("/v1/search", {"query": "x", "project": project, "mode": "vector"})
+    assert status == 422 and body["error"]["code"] == "mode_unavailable"
+    status, body = api.post("/v1/search", {"query": "x", "project": project, "mode": "hybrid"})
+    assert status == 200 and body["streams"] == ["bm25"]
+
+
+def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:
+    for n in range(6):
+        api.post("/v1/observe", observe_body(project, "s-many", n,
+                                             toolOutput="kubernetes rollout restarted"))
+    api.post("/v1/observe", observe_body(project, "s-one", 1,
+                                         toolOutput="kubernetes rollout restarted"))
+    api.wait_drained()
+    hits = api.post("/v1/search", {"query": "kubernetes rollout", "project": project,
+                                   "limit": 10})[1]["items"]
+    sessions = [h["sessionId"] for h in hits]
+    assert sessions.count("s-many") == 3 and "s-one" in sessions
+
+
+def test_context_fits_the_budget_and_never_cuts_an_item(api: Api, project: str) -> None:
+    for n in range(30):
+        api.post("/v1/memories", {"project": project,
+                                  "content": f"Lesson {n}: " + "use the retry helper " * 8})
+    for budget in (60, 150, 400, 2000):
+        status, block = api.post("/v1/context", {"project": project, "budgetTokens": budget})
+        assert status == 200
+        assert block["tokens"] <= budget
+        for line in block["context"].splitlines():
+            if line.startswith("- Lesson"):
+                assert line.endswith("use the retry helper"), line
+    small = api.post("/v1/context", {"project": project, "budgetTokens": 150})[1]
+    big = api.post("/v1/context", {"project": project, "budgetTokens": 2000})[1]
+    assert big["items"] > small["items"] > 0 and small["omitted"] > 0
+    assert big["context"].startswith(f"# Engram memory: {project}")
+
+
+def test_session_start_returns_context_with_last_summary_and_memories(
+        api: Api, project: str) -> None:
+    api.post("/v1/memories", {"project": project, "content": "Deploys go through make ship"})
+    _session(api, project, "s-prev", "migrate the orders table", [
+        ("Bash", {"command": "alembic upgrade head"}, {"stdout": "done", "exit_code": 0})])
+    api.post("/v1/sessions/s-prev/end")
+    wait_for(lambda: api.get("/v1/sessions/s-prev")[1]["summary"], 15, message="summary")
+    status, started = api.post("/v1/sessions", {"sessionId": "s-next", "project": project})
+    assert status == 201
+    assert "Deploys go through make ship" in started["context"]
+    assert "## Last session" in started["context"] and "orders" in started["context"]
+    assert started["tokens"] <= 2000
+
+
+# --- memories ---------------------------------------------------------------------------------
+
+
+def test_memory_versions_forget_and_audit(api: Api, project: str) -> None:
+    status, memory = api.post("/v1/memories", {"project": project,
+                                               "content": "The API port is 8080",
+                                               "concepts": ["Ports"]})
+    assert status == 201 and memory["version"] == 1 and memory["concepts"] == ["ports"]
+    status, updated = api.call("PATCH", f"/v1/memories/{memory['id']}",
+                               {"content": "The API port is 9090"})
+    assert status == 200 and updated["version"] == 2
+    hits = api.post("/v1/search", {"query": "API port", "project": project})[1]["items"]
+    assert [h["text"] for h in hits] == ["The API port is 9090"]  # superseded never returns
+    full = api.get(f"/v1/memories/{memory['id']}")[1]
+    assert [v["content"] for v in full["versions"]] == ["The API port is 8080",
+                                                        "The API port is 9090"]
+    assert full["versions"][0]["supersededAt"] is not None
+    listed = api.get(f"/v1/memories?project={project}&query=port")[1]["items"]
+    assert [m["id"] for m in listed] == [memory["id"]]
+    assert api.call("DELETE", f"/v1/memories/{memory['id']}")[0] == 200
+    assert api.call("DELETE", f"/v1/memories/{memory['id']}")[0] == 404
+    assert api.post("/v1/search", {"query": "API port", "project": project})[1]["items"] == []
+    actions = [a["action"] for a in api.get(f"/v1/audit?targetId={memory['id']}")[1]["items"]]
+    assert actions == ["memory.forget", "memory.update", "memory.create"]
+    assert "8080" not in str(api.get(f"/v1/audit?targetId={memory['id']}")[1])
+
+
+def test_memory_validation_and_global_scope(api: Api, project: str) -> None:
+    status, body = api.post("/v1/memories", {"content": "no project"})
+    assert status == 422 and "project" in body["error"]["details"]["fields"]
+    assert api.post("/v1/memories", {"project": project, "content": ""})[0] == 422
+    status, glob = api.post("/v1/memories", {"scope": "global",
+                                             "content": "Always run ruff before committing"})
+    assert status == 201 and glob["project"] == ""
+    hits = api.post("/v1/search", {"query": "ruff committing", "project": project})[1]["items"]
+    assert glob["id"] in [h["id"] for h in hits]
+
+
+def test_list_limit_and_cursor(api: Api, project: str) -> None:
+    ids = [api.post("/v1/memories", {"project": project, "content": f"fact {n}"})[1]["id"]
+           for n in range(5)]
+    # scope=project leaves out global memories other tests of the module may have saved
+    first = api.get(f"/v1/memories?project={project}&scope=project&limit=3")[1]
+    assert len(first["items"]) == 3 and first["nextCursor"]
+    second = api.get(f"/v1/memories?project={project}&scope=project&limit=3"
+                     f"&cursor={first['nextCursor']}")[1]
+    assert second["nextCursor"] is None
+    assert sorted(m["id"] for m in first["items"] + second["items"]) == sorted(ids)
+
+
+# --- export / import -----------------------------------------------------------------------------
+
+
+def test_export_import_strategies(api: Api, project: str) -> None:
+    _session(api, project, "s-exp", "export me", [
+        ("Bash", {"command": "echo exported-marker"}, "exported-marker")])
+    memory = api.post("/v1/memories", {"project": project, "content": "original fact"})[1]
+    api.wait_drained()
+    exported = api.get("/v1/export")[1]
+    mine = {
+        "format": "engram-export", "version": 1,
+        "sessions": [s for s in exported["sessions"] if s["project"] == project],
+        "observations": [o for o in exported["observations"] if o["project"] == project],
+        "memories": [m for m in exported["memories"] if m["project"] == project],
+    }
+    assert len(mine["observations"]) == 2 and len(mine["memories"]) == 1
+
+    # skip: everything exists already
+    status, result = api.post("/v1/import", {"data": mine, "strategy": "skip"})
+    assert status == 200 and result["imported"]["observations"] == 0
+    assert result["imported"]["skipped"] >= 3
+
+    # merge: the imported memory content wins as a new version
+    changed = {**mine, "memories": [{**mine["memories"][0], "content": "imported fact"}]}
+    result = api.post("/v1/import", {"data": changed, "strategy": "merge"})[1]
+    assert result["imported"]["updated"] >= 1
+    current = api.get(f"/v1/memories/{memory['id']}")[1]
+    assert current["content"] == "imported fact" and current["version"] == 2
+
+    # invalid documents are refused whole
+    status, body = api.post("/v1/import", {"data": {"version": 99}, "strategy": "merge"})
+    assert status == 422 and "version" in body["error"]["details"]["fields"]
+    assert api.post("/v1/import", {"data": mine, "strategy": "sideways"})[0] == 422
+
+
+def test_import_replace_into_a_fresh_store(tmp_path: Any, api: Api, project: str) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    _session(api, project, "s-rep", "replace me", [
+        ("Bash", {"command": "echo replace-marker"}, "replace-marker")])
+    api.wait_drained()
+    document = api.get("/v1/export")[1]
+    gw = build_gateway(make_settings(tmp_path), start_worker=False)
+    other = Api(gw.app.test_client(), gw.secret, gw.store)
+    try:
+        other.post("/v1/memories", {"project": project, "content": "will vanish"})
+        status, result = other.post("/v1/import", {"data": document, "strategy": "replace"})
+        assert status == 200
+        assert result["imported"]["observations"] == len(document["observations"])
+        assert other.post("/v1/search", {"query": "vanish", "project": project})[1]["items"] == []
+        hits = other.post("/v1/search", {"query": "replace-marker", "project": project})[1]
+        assert hits["items"] and hits["items"][0]["sessionId"] == "s-rep"
+        # imported eventIds are known: a replay is a duplicate, not a second copy
+        replay = {"eventId": "s-rep:0", "sessionId": "s-rep", "project": project,
+                  "host": "claude-code", "hookType": "PostToolUse"}
+        assert other.post("/v1/observe", replay)[0] == 200
+    finally:
+        gw.close()
+
+
+def test_status_reports_components(api: Api) -> None:
+    status, report = api.get("/v1/status")
+    assert status == 200
+    assert report["mode"] == "embedded"
+    assert report["store"]["ok"] and report["store"]["dialect"] == "sqlite"
+    assert report["broker"]["ok"] and report["workers"]["alive"] == 1
+    assert {"pending", "processing", "retrying", "dead", "waiting", "capacity"} <= set(
+        report["inbox"])
+    assert report["indexes"]["keyword"]["backend"] == "fts5"
