@@ -180,7 +180,11 @@ def due_for_dispatch(store: Store, lease_seconds: float, *, everything: bool = F
             and_(capture_inbox.c.state == PENDING, capture_inbox.c.dispatched_at < cutoff),
             and_(capture_inbox.c.state == RETRYING,
                  func.coalesce(capture_inbox.c.next_attempt_at, 0) < cutoff),
-            and_(capture_inbox.c.state == PROCESSING, capture_inbox.c.claimed_until < at),
+            # A claim that expired: its worker died. Dispatch once per expiry (or once per
+            # lease if that dispatch was lost too), not on every sweep.
+            and_(capture_inbox.c.state == PROCESSING, capture_inbox.c.claimed_until < at,
+                 or_(capture_inbox.c.dispatched_at < capture_inbox.c.claimed_until,
+                     capture_inbox.c.dispatched_at < cutoff)),
         )
     with store.write() as conn:
         ids = list(conn.execute(

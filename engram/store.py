@@ -85,5 +85,7 @@ def insert_ignore(conn: Connection, table: Any, values: dict[str, Any]) -> bool:
         from sqlalchemy.dialects.sqlite import insert as dialect_insert
     else:
         from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
-    result = conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing())
-    return bool(result.rowcount)
+    # RETURNING rather than rowcount: psycopg reports rowcount -1 for these statements.
+    key = list(table.primary_key.columns)[0]
+    stmt = dialect_insert(table).values(**values).on_conflict_do_nothing().returning(key)
+    return conn.execute(stmt).first() is not None

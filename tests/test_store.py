@@ -1,0 +1,178 @@
+"""The store of record and its keyword index, on SQLite and (when configured) PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select
+
+from engram import inbox, memories, observations, sessions
+from engram.compress import compress
+from engram.db import MIGRATIONS, migrate, schema_version
+from engram.events import validate_event
+from engram.keyword import Fts5Index, KeywordDoc, PostingsIndex
+from engram.schema import capture_inbox, event_ledger
+from engram.schema import observations as observations_table
+from engram.scope import Scope
+from engram.store import Store
+from tests.support import count_rows
+
+
+def _event(project: str, session: str, n: int, text: str, agent: str | None = None):  # noqa: ANN202
+    return validate_event({"eventId": f"{session}:{n}", "sessionId": session,
+                           "project": project, "host": "raw", "hookType": "PostToolUse",
+                           "toolName": "Bash", "toolInput": {"command": text},
+                           "toolOutput": text, "agentId": agent},
+                          max_field_chars=10_000, received_at=time.time())
+
+
+def _accept_and_store(store: Store, event) -> None:  # noqa: ANN001
+    assert inbox.accept(store, event, 100).is_new
+    claim = inbox.claim(store, event.event_id, 30)
+    assert claim is not None
+    with store.write() as conn:
+        observations.store(conn, store.keyword, claim.event, compress(claim.event.to_payload()))
+
+
+def test_migrations_are_idempotent(store: Store) -> None:
+    assert schema_version(store.engine) == MIGRATIONS[-1][0]
+    assert migrate(store.engine) == []
+
+
+def test_keyword_backend_matches_dialect(store: Store) -> None:
+    expected = Fts5Index if store.is_sqlite else PostingsIndex
+    assert isinstance(store.keyword, expected)
+
+
+def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None:
+    docs = {
+        "d-stem": "the deployment scripts were failing on staging",
+        "d-camel": "renamed getUserById in the accounts service",
+        "d-syn": "the database migration locked the orders table",
+        "d-other": "updated the README badges",
+    }
+    with store.write() as conn:
+        for doc_id, body in docs.items():
+            store.keyword.upsert(conn, KeywordDoc(doc_id, "observation", "p", body, time.time()))
+    with store.read() as conn:
+        def top(query: str) -> str:
+            return store.keyword.search(conn, query, Scope("p"), 5)[0].doc_id
+
+        assert top("deploy script fails") == "d-stem"
+        assert top("user by id") == "d-camel"
+        assert top("db migration") == "d-syn"
+        assert store.keyword.search(conn, "kubernetes", Scope("p"), 5) == []
+        # user text is never read as query syntax
+        assert store.keyword.search(conn, 'README" OR "x* NEAR(', Scope("p"), 5)[0].doc_id \
+            == "d-other"
+
+
+def test_scope_is_applied_inside_the_index(store: Store) -> None:
+    """Another project's or agent's documents never take a top-k slot: with 30 better-matching
+    documents elsewhere, the in-scope one is still returned with limit 1."""
+    with store.write() as conn:
+        for n in range(30):
+            store.keyword.upsert(conn, KeywordDoc(f"other-{n}", "observation", "other",
+                                                  "cache cache cache invalidation", time.time()))
+            store.keyword.upsert(conn, KeywordDoc(f"agent-{n}", "observation", "mine",
+                                                  "cache cache cache invalidation", time.time(),
+                                                  agent_id="bob"))
+        store.keyword.upsert(conn, KeywordDoc("mine-1", "observation", "mine",
+                                              "cache invalidation is hard, said alice", time.time(),
+                                              agent_id="alice"))
+        store.keyword.upsert(conn, KeywordDoc("shared", "memory", "", "global cache rule",
+                                              time.time()))
+    with store.read() as conn:
+        hits = store.keyword.search(conn, "cache invalidation", Scope("mine", "alice"), 1)
+        assert [h.doc_id for h in hits] == ["mine-1"]
+        hits = store.keyword.search(conn, "cache", Scope("mine", "alice"), 10)
+        assert {h.doc_id for h in hits} == {"mine-1", "shared"}
+        assert len(store.keyword.search(conn, "cache", Scope("*"), 100)) == 62
+
+
+def test_observation_store_is_idempotent_and_retires_the_inbox(store: Store) -> None:
+    event = _event("p", "s1", 1, "pytest -x tests/unit")
+    _accept_and_store(store, event)
+    # a second delivery of the same event finds nothing to claim ...
+    assert inbox.claim(store, event.event_id, 30) is None
+    # ... and even a forced second store writes no second row or index entry
+    with store.write() as conn:
+        assert not observations.store(conn, store.keyword, event, compress(event.to_payload()))
+    assert count_rows(store, observations_table) == 1
+    assert count_rows(store, capture_inbox) == 0
+    with store.read() as conn:
+        assert store.keyword.count(conn) == 1
+        state = conn.execute(select(event_ledger.c.state)).scalar_one()
+    assert state == "stored"
+    assert inbox.accept(store, event, 100).status == "duplicate"
+
+
+def test_claim_fail_backoff_and_dead_letter(store: Store) -> None:
+    event = _event("p", "s2", 1, "make build")
+    inbox.accept(store, event, 100)
+    delays = []
+    for attempt in range(1, 4):
+        claim = inbox.claim(store, event.event_id, 30)
+        assert claim is not None and claim.attempts == attempt
+        # a live claim cannot be taken twice
+        assert inbox.claim(store, event.event_id, 30) is None
+        delays.append(inbox.fail(store, event.event_id, "boom", attempt, 3, 2.0, 5.0))
+    assert delays == [2.0, 4.0, None]
+    with store.read() as conn:
+        assert inbox.counts(conn)["dead"] == 1
+    assert inbox.accept(store, event, 100).state == "dead"
+    assert inbox.retry_dead(store) == [event.event_id]
+    assert inbox.claim(store, event.event_id, 30).attempts == 1  # type: ignore[union-attr]
+
+
+def test_sweeper_finds_lost_and_expired_work(store: Store) -> None:
+    fresh, lost, claimed = (_event("p", "s3", n, "ls") for n in range(3))
+    for event in (fresh, lost, claimed):
+        inbox.accept(store, event, 100)
+    assert inbox.claim(store, claimed.event_id, 0.01) is not None  # its worker died at once
+    with store.write() as conn:
+        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id == lost.event_id)
+                     .values(dispatched_at=time.time() - 120))
+    time.sleep(0.02)
+    assert sorted(inbox.due_for_dispatch(store, 60)) == sorted([lost.event_id,
+                                                                claimed.event_id])
+    # just re-dispatched: not due again until the lease passes once more
+    assert inbox.due_for_dispatch(store, 60) == []
+    assert len(inbox.due_for_dispatch(store, 60, everything=True)) == 3
+
+
+def test_inbox_capacity(store: Store) -> None:
+    for n in range(2):
+        inbox.accept(store, _event("p", "s4", n, "x"), 2)
+    try:
+        inbox.accept(store, _event("p", "s4", 9, "x"), 2)
+    except inbox.InboxFull:
+        pass
+    else:
+        raise AssertionError("a full inbox must refuse new events")
+    assert count_rows(store, event_ledger) == 2
+
+
+def test_memory_versions_only_current_is_indexed(store: Store) -> None:
+    new = memories.validate({"project": "p", "content": "staging runs on port 8000"})
+    memory = memories.remember(store, store.keyword, new)
+    memories.update_content(store, store.keyword, memory["id"], "staging runs on port 9000")
+    with store.read() as conn:
+        hits = store.keyword.search(conn, "staging port", Scope("p"), 10)
+    assert [h.doc_id for h in hits] == [memory["id"]]
+    assert memories.get(store, memory["id"])["content"] == "staging runs on port 9000"  # type: ignore[index]
+    assert memories.forget(store, store.keyword, memory["id"])
+    with store.read() as conn:
+        assert store.keyword.search(conn, "staging port", Scope("p"), 10) == []
+    assert memories.get(store, memory["id"]) is None
+
+
+def test_summary_is_stored_and_searchable(store: Store) -> None:
+    for n, command in enumerate(["pytest tests/test_cart.py", "git commit -m cart"]):
+        _accept_and_store(store, _event("p", "s5", n, command))
+    sessions.end(store, "s5")
+    summary = sessions.summarize(store, "s5")
+    assert summary is not None and "pytest tests/test_cart.py" in summary["commands"]
+    with store.read() as conn:
+        hits = store.keyword.search(conn, "cart", Scope("p"), 10, kinds=("summary",))
+    assert [h.session_id for h in hits] == ["s5"]
