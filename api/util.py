@@ -39,11 +39,11 @@ def scope_from(project: Any, agent_id: Any = None) -> Scope:
 
 
 def store() -> Store:
-    return current_app.extensions["engram.store"]  # type: ignore[no-any-return]
+    return current_app.extensions["engram.store"]
 
 
 def settings() -> Settings:
-    return current_app.extensions["engram.settings"]  # type: ignore[no-any-return]
+    return current_app.extensions["engram.settings"]
 
 
 def page(items: list[Any], next_cursor: str | None) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def _start_local(settings: Settings) -> tuple[str, Any]:
         server.close()
         gateway.close()
 
-    return f"http://127.0.0.1:{server.effective_port}", stop  # type: ignore[union-attr]
+    return f"http://127.0.0.1:{server.effective_port}", stop
 
 
 def _run(client: Client, out: Any) -> int:

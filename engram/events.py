@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from engram.privacy import scrub
+from engram.privacy import scrub, scrub_text
 
 MAX_ID_LENGTH = 200
 MAX_NAME_LENGTH = 200
@@ -172,7 +172,7 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
 
     tool_input = scrub(bound_value(body.get("toolInput"), max_field_chars))
     tool_output = scrub(bound_value(body.get("toolOutput"), max_field_chars))
-    prompt_text = scrub(bound_text(prompt, max_field_chars)) if isinstance(prompt, str) else None
+    prompt_text = scrub_text(bound_text(prompt, max_field_chars)) if isinstance(prompt, str) else None
     derived = event_id is None
     if event_id is None:
         # Without a host timestamp the receive time stands in: two real calls are never merged,

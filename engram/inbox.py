@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engram.events import Event
@@ -173,6 +173,7 @@ def due_for_dispatch(store: Store, lease_seconds: float, *, everything: bool = F
     """
     at = now()
     cutoff = at - lease_seconds
+    condition: ColumnElement[bool]
     if everything:
         condition = capture_inbox.c.state.in_(WAITING_STATES)
     else:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Protocol
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     and_,
     case,
@@ -72,7 +73,7 @@ class KeywordIndex(Protocol):
 
 
 def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
-    clauses = []
+    clauses: list[ColumnElement[bool]] = []
     if not scope.all_projects:
         clauses.append(kw_docs.c.project.in_(scope.projects()))
     if scope.agent_id is not None:
@@ -135,7 +136,7 @@ class Fts5Index:
         expression = self.match_expression(query)
         if not expression:
             return []
-        score = literal_column("bm25(kw_fts)")
+        score: ColumnElement[float] = literal_column("bm25(kw_fts)")
         stmt = (
             select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id, score.label("score"))
             .select_from(kw_docs.join(table("kw_fts"), literal_column("kw_fts.rowid") == kw_docs.c.id))

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, and_, delete, insert, or_, select, update
 from engram import audit
 from engram.keyword import KeywordDoc, KeywordIndex
 from engram.pagination import decode_cursor, encode_cursor
-from engram.privacy import scrub, scrub_text
+from engram.privacy import scrub_text
 from engram.schema import memories, memory_versions
 from engram.scope import GLOBAL_PROJECT, Scope
 from engram.store import Store, dumps, iso, loads, now
@@ -71,7 +71,7 @@ def validate(body: Any) -> NewMemory:
         raise InvalidMemory(errors)
     return NewMemory(
         content=scrub_text(str(content).strip()), project=str(project).strip(),
-        scope=scope.strip(), concepts=tuple(scrub([c.strip().lower() for c in concepts if c.strip()])),
+        scope=scope.strip(), concepts=tuple(scrub_text(c.strip().lower()) for c in concepts if c.strip()),
         agent_id=agent_id.strip() if agent_id else None,
     )
 

@@ -90,10 +90,10 @@ def timeline(store_: Store, session_id: str, limit: int, cursor: str | None = No
 
 
 def for_session(conn: Connection, session_id: str) -> list[Any]:
-    return conn.execute(
+    return list(conn.execute(
         select(observations).where(observations.c.session_id == session_id)
         .order_by(observations.c.created_at, observations.c.id)
-    ).all()
+    ).all())
 
 
 def forget(store_: Store, keyword: KeywordIndex, observation_id: str, actor: str) -> bool:

@@ -82,7 +82,7 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
                            threads=settings.server_threads, ident="engram",
                            max_request_body_size=settings.max_body_bytes,
                            clear_untrusted_proxy_headers=True)
-    port = server.effective_port  # type: ignore[union-attr]
+    port = server.effective_port
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     mode = ("embedded (in-process worker, no other server needed)" if settings.embedded
             else f"distributed (broker {settings.broker_url}; run `engram worker` and `engram beat`)")

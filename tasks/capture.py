@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import Task
 
@@ -29,7 +30,7 @@ def observe(self: Task, event_id: str) -> str:
     try:
         # Scrubbed at the gateway already; scrubbing is idempotent and this is the last door
         # before the store for anything that reached the inbox another way.
-        payload = scrub(claim.event.to_payload())
+        payload: dict[str, Any] = scrub(claim.event.to_payload())  # type: ignore[assignment]
         compressed = compress(payload)
         with store.write() as conn:
             observations.store(conn, store.keyword, claim.event, compressed)

@@ -33,7 +33,7 @@ def search_() -> Any:
     kinds = body.get("kinds")
     if kinds is not None and (not isinstance(kinds, list) or not set(kinds) <= set(KINDS)):
         errors["kinds"] = "a list of " + ", ".join(KINDS)
-    if errors:
+    if errors or not isinstance(query, str):
         raise ApiError(422, "invalid search", details={"fields": errors})
     scope = scope_from(body.get("project"), body.get("agentId"))
     try:

@@ -1,0 +1,135 @@
+"""The `engram` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import ENGRAM, Cluster, free_port, wait_for
+
+COMMANDS = ["serve", "worker", "beat", "status", "export", "import", "demo"]
+
+
+def run(args: list[str], env: dict[str, str] | None = None, timeout: float = 60,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ENGRAM, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, input=stdin)
+
+
+def isolated(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"ENGRAM_DATA_DIR": str(tmp_path / "data"), "ENGRAM_CONFIG_DIR": str(tmp_path / "cfg"),
+            "ENGRAM_BROKER_URL": "", "ENGRAM_PORT": str(free_port()), **extra}
+
+
+def test_top_level_help_explains_where_to_start() -> None:
+    result = run(["--help"])
+    assert result.returncode == 0
+    for word in ("engram serve", "engram demo", "engram status", *COMMANDS):
+        assert word in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = run([command, "--help"])
+    assert result.returncode == 0 and f"usage: engram {command}" in result.stdout
+    assert len(result.stdout.splitlines()) > 4
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    result = run([])
+    assert result.returncode == 2 and "engram serve" in result.stdout
+
+
+def test_bad_setting_is_a_clear_error(tmp_path: Path) -> None:
+    result = run(["status"], env=isolated(tmp_path, ENGRAM_PORT="eighty"))
+    assert result.returncode == 2
+    assert "configuration error: ENGRAM_PORT='eighty'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_worker_and_beat_need_a_broker(tmp_path: Path, command: str) -> None:
+    result = run([command], env=isolated(tmp_path))
+    assert result.returncode == 2
+    assert "ENGRAM_BROKER_URL" in result.stderr and "engram serve" in result.stderr
+
+
+def test_status_when_the_gateway_is_down_says_how_to_fix_it(tmp_path: Path) -> None:
+    result = run(["status"], env=isolated(tmp_path))
+    assert result.returncode == 1
+    assert "not answering" in result.stderr and "engram serve" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_import_of_a_missing_or_broken_file(tmp_path: Path) -> None:
+    env = isolated(tmp_path)
+    result = run(["import", str(tmp_path / "nope.json")], env=env)
+    assert result.returncode == 2 and "cannot read" in result.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{nope")
+    result = run(["import", str(broken)], env=env)
+    assert result.returncode == 2 and "is not JSON" in result.stderr
+
+
+@pytest.mark.slow
+def test_serve_status_export_import_demo(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    env: dict[str, Any] = {k: v for k, v in cluster.env.items()}
+    try:
+        server = cluster.serve()
+        assert "listening on http://127.0.0.1:" in server.output()
+        assert str(tmp_path / "data") in server.output()
+
+        result = run(["status"], env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert ": OK" in result.stdout and "embedded" in result.stdout
+
+        result = run(["demo"], env=env, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "search: 'login test KeyError user_id'" in result.stdout
+        assert "user_id" in result.stdout.split("search: 'redis cache TTL'")[0]
+        assert "Session-start context" in result.stdout
+
+        export = tmp_path / "export.json"
+        result = run(["export", "-o", str(export)], env=env)
+        assert result.returncode == 0, result.stderr
+        document = json.loads(export.read_text())
+        assert len(document["observations"]) >= 14 and document["memories"]
+
+        result = run(["import", str(export), "--strategy", "skip"], env=env)
+        assert result.returncode == 0 and "0 observations" in result.stdout
+        result = run(["import", "-", "--strategy", "merge"], env=env, stdin=export.read_text())
+        assert result.returncode == 0, result.stderr
+
+        # a second server on the same port fails with a clear message, not a traceback
+        second = run(["serve"], env=env, timeout=30)
+        assert second.returncode == 1 and "cannot listen" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        cluster.stop_all()
+
+
+@pytest.mark.slow
+def test_demo_without_a_running_gateway_starts_its_own(tmp_path: Path) -> None:
+    result = run(["demo"], env=isolated(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "started one for the demo" in result.stdout
+    assert "[memory]" in result.stdout or "[observation]" in result.stdout
+
+
+@pytest.mark.slow
+def test_serve_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    import signal
+
+    cluster = Cluster(tmp_path)
+    server = cluster.serve()
+    os.killpg(server.popen.pid, signal.SIGINT)
+    assert server.popen.wait(30) == 0
+    wait_for(lambda: "Stopped." in server.output(), 5, message="Stopped. line")
+    assert "Traceback" not in server.output()
+    server.stop()
