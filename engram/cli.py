@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated queues to consume (default: all)")
     p.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"),
                    help="Celery pool implementation (default prefork)")
-    p.add_argument("--name", "-n", default="engram@%h", help="worker node name")
+    p.add_argument("--name", "-n", default=None,
+                   help="worker node name (default engram-<pid>@<host>: unique per process)")
 
     p = sub.add_parser("beat", help="run the scheduler (inbox sweeper) for distributed mode",
                        description="Run Celery beat: schedules the inbox sweeper that "
@@ -174,7 +176,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     app.worker_main([
         "worker", "--loglevel", settings.log_level, "--pool", args.pool,
         "--concurrency", str(args.concurrency or settings.worker_concurrency),
-        "--queues", args.queues, "--hostname", args.name, "--without-gossip",
+        "--queues", args.queues, "--hostname", args.name or f"engram-{os.getpid()}@%h",
+        "--without-gossip",
         "--without-mingle",
     ])
     return EXIT_OK
@@ -212,8 +215,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     client = _client(args, settings)
     status_code, report = client.request("GET", "/v1/status")
     if status_code == 401:
-        print(f"engram: the gateway at {client.base_url} refused the secret.\n  Use the secret "
-              f"in {settings.secret_file} or set ENGRAM_SECRET to the server's.", file=sys.stderr)
+        if client.sends_secret:
+            print(f"engram: the gateway at {client.base_url} refused the secret.\n  Use the "
+                  f"secret in {settings.secret_file} or set ENGRAM_SECRET to the server's.",
+                  file=sys.stderr)
+        else:
+            print(f"engram: no secret was sent to {client.base_url}: the one in the config dir "
+                  "is only sent to loopback URLs.\n  Set ENGRAM_SECRET to the server's secret.",
+                  file=sys.stderr)
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(report, indent=2))
@@ -239,6 +248,8 @@ def render_status(report: dict[str, Any], url: str) -> str:
                  f"(pending {inbox.get('pending', 0)}, processing {inbox.get('processing', 0)}, "
                  f"retrying {inbox.get('retrying', 0)})")
     lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
+    sweep = report.get("sweeper", {}).get("lastSweepSecondsAgo")
+    lines.append(f"  sweeper:      {'never ran' if sweep is None else f'last ran {sweep:.0f}s ago'}")
     kw = report.get("indexes", {}).get("keyword", {})
     if kw:
         lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "

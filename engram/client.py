@@ -37,6 +37,10 @@ class Client:
         send = secret and (explicit_secret or is_loopback_url(self.base_url))
         self._auth = {"Authorization": f"Bearer {secret}"} if send else {}
 
+    @property
+    def sends_secret(self) -> bool:
+        return bool(self._auth)
+
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {**self._auth, "Accept": "application/json"}

@@ -72,11 +72,16 @@ def _keyword_backend_tables(conn: Connection) -> None:
     keyword_index_for(conn).create(conn)
 
 
+def _heartbeats(conn: Connection) -> None:
+    schema.heartbeats.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (1, "initial tables", _initial),
     (2, "keyword index backend", _keyword_backend_tables),
+    (3, "service heartbeats", _heartbeats),
 )
 
 

@@ -140,6 +140,16 @@ audit_log = Table(
     Index("ix_audit_log_target", "target_kind", "target_id"),
 )
 
+# Liveness of singleton services (the sweeper run by `engram beat`): status reads it to say
+# when nothing is sweeping.
+heartbeats = Table(
+    "heartbeats",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("at", Float, nullable=False),
+    Column("detail", Text, nullable=False, default="{}"),
+)
+
 schema_migrations = Table(
     "schema_migrations",
     metadata,

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from engram import inbox
+from engram import heartbeat, inbox
 from engram.db import schema_version
 from engram.schema import capture_inbox, memories, observations, sessions
 from engram.settings import Settings
@@ -31,6 +31,7 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
             counts = inbox.counts(conn)
             oldest = conn.execute(select(func.min(capture_inbox.c.created_at)).where(
                 capture_inbox.c.state.in_(inbox.WAITING_STATES))).scalar()
+            sweep = heartbeat.last(conn, heartbeat.SWEEPER)
             sizes = {
                 "observations": conn.execute(select(func.count()).select_from(observations)).scalar_one(),
                 "sessions": conn.execute(select(func.count()).select_from(sessions)).scalar_one(),
@@ -64,6 +65,16 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
                else "start a worker pool: `engram worker` (and one `engram beat`)")
         problems.append({"component": "workers", "problem": "no worker is answering: captures "
                          "wait in the inbox", "fix": fix})
+
+    sweep_age = time.time() - sweep[0] if sweep else None
+    report["sweeper"] = {"lastSweepSecondsAgo": None if sweep_age is None else round(sweep_age, 1),
+                         "intervalSeconds": settings.sweep_interval_seconds}
+    if sweep_age is None or sweep_age > max(3 * settings.sweep_interval_seconds, 60.0):
+        fix = ("restart `engram serve`" if settings.embedded
+               else "run exactly one scheduler: `engram beat`")
+        problems.append({"component": "sweeper", "problem": "the inbox sweeper has not run "
+                         + ("yet" if sweep_age is None else f"for {sweep_age:.0f}s")
+                         + ": captures whose task was lost are not re-sent", "fix": fix})
 
     age = time.time() - oldest if oldest else 0.0
     report["inbox"] = {**counts, "waiting": sum(counts[s] for s in inbox.WAITING_STATES),

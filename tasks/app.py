@@ -30,11 +30,13 @@ def configure(settings: Settings) -> Celery:
     if broker.startswith("memory://"):
         transport = {"polling_interval": MEMORY_POLLING_INTERVAL}
     else:
-        # acks_late tasks of a killed worker come back after visibility_timeout, checked every
-        # unacked_restore_interval (kombu's defaults make that ~100 s); the inbox sweeper is the
-        # backstop when the broker itself lost them.
+        # acks_late tasks of a killed worker come back after visibility_timeout; the inbox
+        # sweeper re-dispatches them sooner (after the lease), and whenever the broker lost them.
         transport = {
-            "visibility_timeout": max(int(settings.inbox_lease_seconds), 5),
+            # Longer than the longest retry countdown: Redis re-delivers an ETA task a worker
+            # holds past the visibility timeout, which would run the retry twice.
+            "visibility_timeout": int(max(settings.inbox_lease_seconds,
+                                          settings.retry_max_seconds) + 60),
             "unacked_restore_interval": 5,
             "unacked_restore_throttle": 1,
             "socket_connect_timeout": 2,

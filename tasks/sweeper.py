@@ -12,7 +12,8 @@ import logging
 
 from sqlalchemy import select
 
-from engram import inbox
+from engram import heartbeat, inbox
+from engram.heartbeat import SWEEPER
 from engram.schema import sessions
 from engram.store import now
 from tasks import runtime
@@ -46,10 +47,13 @@ def sweep_once(everything: bool = False) -> dict[str, int]:
 
     for session_id in unsummarised:
         summarize.apply_async((session_id,))
+    result = {"events": len(lost), "summaries": len(unsummarised)}
+    with store.write() as conn:
+        heartbeat.beat(conn, SWEEPER, result)
     if lost or unsummarised:
         log.info("sweeper re-dispatched %d events and %d summaries",
                  len(lost), len(unsummarised))
-    return {"events": len(lost), "summaries": len(unsummarised)}
+    return result
 
 
 @celery_app.task(name="engram.sweep")

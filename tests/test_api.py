@@ -505,3 +505,5 @@ def test_status_reports_components(api: Api) -> None:
     assert {"pending", "processing", "retrying", "dead", "waiting", "capacity"} <= set(
         report["inbox"])
     assert report["indexes"]["keyword"]["backend"] == "fts5"
+    # the embedded server sweeps its inbox when it starts
+    assert report["sweeper"]["lastSweepSecondsAgo"] is not None

@@ -161,3 +161,8 @@ def test_distributed_status_says_what_is_wrong(cluster: Any, redis_url: str) -> 
     assert status == 200 and report["mode"] == "distributed" and not report["ok"]
     problem = next(p for p in report["problems"] if p["component"] == "workers")
     assert "engram worker" in problem["fix"]
+    problem = next(p for p in report["problems"] if p["component"] == "sweeper")
+    assert "engram beat" in problem["fix"]
+    c.start("worker", "--concurrency", "1")
+    c.start("beat")
+    wait_for(lambda: c.request("GET", "/v1/status")[1]["ok"], 30, message="status OK")
