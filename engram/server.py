@@ -19,9 +19,20 @@ from engram.store import Store
 log = logging.getLogger("engram.server")
 
 
+QUIET_LOGGERS = {
+    "kombu.connection": logging.ERROR,  # "No hostname was supplied" for memory:// on every send
+    "celery.worker.strategy": logging.WARNING,  # one line per task received
+    "celery.app.trace": logging.WARNING,  # one line per task finished
+}
+"""Per-task chatter that drowns the log at INFO; shown again with ENGRAM_LOG_LEVEL=DEBUG."""
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level.upper() != "DEBUG":
+        for name, quiet in QUIET_LOGGERS.items():
+            logging.getLogger(name).setLevel(quiet)
 
 
 def prepare_dirs(settings: Settings) -> None:
@@ -97,6 +108,8 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
         raise SystemExit(0)  # waitress's run() treats it like Ctrl-C: stops its task threads
 
     signal.signal(signal.SIGTERM, _terminate)
+    # Also for SIGINT: a shell starting us in the background leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, _terminate)
     try:
         server.run()  # returns after Ctrl-C or SIGTERM
     finally:

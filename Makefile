@@ -1,0 +1,21 @@
+# Two entry points, as the README says: `make serve` and `make check`.
+PYTHON ?= python3
+VENV := .venv
+
+.PHONY: serve install check lint test
+
+$(VENV)/bin/engram: pyproject.toml
+	bash infra/dev/install.sh
+
+install: $(VENV)/bin/engram
+
+serve: install
+	$(VENV)/bin/engram serve
+
+# What CI runs (.ci/run): dev install, services, lint, types, the whole test suite.
+check:
+	bash infra/dev/check.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy

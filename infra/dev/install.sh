@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv in the repository and install Engram into it (editable, with the dev extras when
+# asked: `install.sh dev`). Needs python3 >= 3.10 with venv.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python3}
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+  echo "Engram needs Python 3.10 or newer as '$PYTHON' (set PYTHON=...)." >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+extras=""
+[ "${1:-}" = "dev" ] && extras="[dev]"
+echo "==> installing Engram$extras into .venv"
+.venv/bin/python -m pip install --quiet --upgrade pip
+# compat editable mode: the repo itself goes on sys.path, so new packages need no reinstall.
+.venv/bin/python -m pip install --quiet --config-settings editable_mode=compat -e ".$extras"
+touch .venv/bin/engram
+echo "==> installed: $(pwd)/.venv/bin/engram"
