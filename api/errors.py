@@ -12,6 +12,9 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
+from engram.errors import FieldErrors
+from engram.pagination import BadCursor
+
 log = logging.getLogger("engram.api")
 
 _HTTP_CODES = {
@@ -47,6 +50,14 @@ def register(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> tuple[Response, int]:
         return error_response(exc.status, exc.code, exc.message, exc.details, exc.extra)
+
+    @app.errorhandler(FieldErrors)
+    def _field_errors(exc: FieldErrors) -> tuple[Response, int]:
+        return error_response(422, "validation_failed", exc.what, {"fields": exc.fields})
+
+    @app.errorhandler(BadCursor)
+    def _bad_cursor(exc: BadCursor) -> tuple[Response, int]:
+        return error_response(400, "bad_cursor", str(exc))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> tuple[Response, int]:

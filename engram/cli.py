@@ -158,11 +158,8 @@ def _distributed_only(settings: Settings, what: str) -> int | None:
     return None
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    refused = _distributed_only(settings, "worker")
-    if refused is not None:
-        return refused
+def _celery_for(settings: Settings) -> Any:
+    """Logging, dirs, migrations and the configured Celery app, for worker and beat."""
     from engram.server import prepare_dirs, setup_logging
     from engram.store import Store
     from tasks import runtime
@@ -170,10 +167,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     setup_logging(settings.log_level)
     prepare_dirs(settings)
-    Store.open(settings.database_url).close()  # migrate once before forking the pool
+    Store.open(settings.database_url).close()  # migrate once, before a pool forks
     runtime.configure(settings)
-    app = configure(settings)
-    app.worker_main([
+    return configure(settings)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    refused = _distributed_only(settings, "worker")
+    if refused is not None:
+        return refused
+    _celery_for(settings).worker_main([
         "worker", "--loglevel", settings.log_level, "--pool", args.pool,
         "--concurrency", str(args.concurrency or settings.worker_concurrency),
         "--queues", args.queues, "--hostname", args.name or f"engram-{os.getpid()}@%h",
@@ -188,15 +192,7 @@ def cmd_beat(args: argparse.Namespace) -> int:
     refused = _distributed_only(settings, "beat")
     if refused is not None:
         return refused
-    from engram.server import prepare_dirs, setup_logging
-    from tasks import runtime
-    from tasks.app import configure
-
-    setup_logging(settings.log_level)
-    prepare_dirs(settings)
-    runtime.configure(settings)
-    app = configure(settings)
-    app.start(["beat", "--loglevel", settings.log_level,
+    _celery_for(settings).start(["beat", "--loglevel", settings.log_level,
                "--schedule", str(settings.data_dir / "beat-schedule")])
     return EXIT_OK
 

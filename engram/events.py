@@ -15,6 +15,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from engram.errors import FieldErrors
 from engram.privacy import scrub, scrub_text
 
 MAX_ID_LENGTH = 200
@@ -22,12 +23,8 @@ MAX_NAME_LENGTH = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class InvalidEvent(ValueError):
-    """The payload is an object but some fields are invalid; ``fields`` maps name -> problem."""
-
-    def __init__(self, fields: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
-        self.fields = fields
+class InvalidEvent(FieldErrors):
+    what = "invalid observe payload"
 
 
 @dataclasses.dataclass(frozen=True)

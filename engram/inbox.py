@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or
 from sqlalchemy.exc import IntegrityError
 
 from engram.events import Event
-from engram.pagination import decode_cursor, encode_cursor
+from engram.pagination import keyset_page
 from engram.schema import capture_inbox, event_ledger
 from engram.store import Store, dumps, iso, loads, now
 
@@ -237,17 +237,13 @@ def list_entries(
     store: Store, limit: int, cursor: str | None = None, state: str | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Inbox entries (waiting and dead), oldest first, keyset-paginated."""
-    stmt = select(capture_inbox).order_by(capture_inbox.c.created_at, capture_inbox.c.event_id)
+    stmt = select(capture_inbox)
     if state:
         stmt = stmt.where(capture_inbox.c.state == state)
-    if cursor:
-        created_at, event_id = decode_cursor(cursor, 2)
-        stmt = stmt.where(or_(
-            capture_inbox.c.created_at > created_at,
-            and_(capture_inbox.c.created_at == created_at, capture_inbox.c.event_id > event_id),
-        ))
     with store.read() as conn:
-        rows = conn.execute(stmt.limit(limit + 1)).all()
+        rows, next_cursor = keyset_page(
+            conn, stmt, (capture_inbox.c.created_at, capture_inbox.c.event_id), limit, cursor,
+            descending=False)
     items = [
         {
             "eventId": r.event_id, "observationId": r.observation_id, "sessionId": r.session_id,
@@ -255,10 +251,9 @@ def list_entries(
             "lastError": r.last_error, "nextAttemptAt": iso(r.next_attempt_at),
             "createdAt": iso(r.created_at), "updatedAt": iso(r.updated_at),
         }
-        for r in rows[:limit]
+        for r in rows
     ]
-    last = rows[limit - 1] if len(rows) > limit else None
-    return items, (encode_cursor(last.created_at, last.event_id) if last is not None else None)
+    return items, next_cursor
 
 
 def mark_forgotten(conn: Connection, event_id: str) -> None:

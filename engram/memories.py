@@ -10,11 +10,12 @@ import dataclasses
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from engram import audit
+from engram.errors import FieldErrors
 from engram.keyword import KeywordDoc, KeywordIndex
-from engram.pagination import decode_cursor, encode_cursor
+from engram.pagination import keyset_page
 from engram.privacy import scrub_text
 from engram.schema import memories, memory_versions
 from engram.scope import GLOBAL_PROJECT, Scope
@@ -24,12 +25,8 @@ MAX_CONTENT_CHARS = 20_000
 GLOBAL_SCOPE = "global"
 
 
-class InvalidMemory(ValueError):
-    """Invalid memory input; ``fields`` maps field -> problem."""
-
-    def __init__(self, fields: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
-        self.fields = fields
+class InvalidMemory(FieldErrors):
+    what = "invalid memory"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,21 +174,13 @@ def scoped(stmt: Any, scope: Scope) -> Any:
 def list_memories(store: Store, scope: Scope, limit: int, cursor: str | None = None,
                   memory_scope: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Most recently updated first, keyset-paginated on (updated_at, id)."""
-    stmt = scoped(select(memories), scope).order_by(memories.c.updated_at.desc(),
-                                                    memories.c.id.desc())
+    stmt = scoped(select(memories), scope)
     if memory_scope:
         stmt = stmt.where(memories.c.scope == memory_scope)
-    if cursor:
-        updated_at, memory_id = decode_cursor(cursor, 2)
-        stmt = stmt.where(or_(
-            memories.c.updated_at < updated_at,
-            and_(memories.c.updated_at == updated_at, memories.c.id < memory_id),
-        ))
     with store.read() as conn:
-        rows = conn.execute(stmt.limit(limit + 1)).all()
-    last = rows[limit - 1] if len(rows) > limit else None
-    return ([to_dict(r) for r in rows[:limit]],
-            encode_cursor(last.updated_at, last.id) if last is not None else None)
+        rows, next_cursor = keyset_page(conn, stmt, (memories.c.updated_at, memories.c.id),
+                                        limit, cursor, descending=True)
+    return [to_dict(r) for r in rows], next_cursor
 
 
 def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, or_, select
+from sqlalchemy import Connection, delete, select
 
 from engram import inbox, sessions
 from engram.compress import Compressed
 from engram.events import Event
 from engram.keyword import KeywordDoc, KeywordIndex
-from engram.pagination import decode_cursor, encode_cursor
+from engram.pagination import keyset_page
 from engram.schema import observations
 from engram.scope import Scope
 from engram.store import Store, dumps, insert_ignore, iso, loads, now
@@ -74,19 +74,11 @@ def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
 def timeline(store_: Store, session_id: str, limit: int, cursor: str | None = None,
              ) -> tuple[list[dict[str, Any]], str | None]:
     """A session's observations in the order they happened, keyset-paginated."""
-    stmt = (select(observations).where(observations.c.session_id == session_id)
-            .order_by(observations.c.created_at, observations.c.id))
-    if cursor:
-        created_at, obs_id = decode_cursor(cursor, 2)
-        stmt = stmt.where(or_(
-            observations.c.created_at > created_at,
-            and_(observations.c.created_at == created_at, observations.c.id > obs_id),
-        ))
+    stmt = select(observations).where(observations.c.session_id == session_id)
     with store_.read() as conn:
-        rows = conn.execute(stmt.limit(limit + 1)).all()
-    last = rows[limit - 1] if len(rows) > limit else None
-    return ([to_dict(r) for r in rows[:limit]],
-            encode_cursor(last.created_at, last.id) if last is not None else None)
+        rows, next_cursor = keyset_page(conn, stmt, (observations.c.created_at, observations.c.id),
+                                        limit, cursor, descending=False)
+    return [to_dict(r) for r in rows], next_cursor
 
 
 def for_session(conn: Connection, session_id: str) -> list[Any]:

@@ -6,6 +6,8 @@ import base64
 import json
 from typing import Any
 
+from sqlalchemy import Column, Connection, Select, and_, or_
+
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
@@ -41,3 +43,31 @@ def parse_limit(raw: Any) -> int:
     if not 1 <= value <= MAX_LIMIT:
         raise ValueError(f"limit must be an integer 1-{MAX_LIMIT}")
     return value
+
+
+def keyset_page(conn: Connection, stmt: Select[Any], key: tuple[Column[Any], Column[Any]],
+                limit: int, cursor: str | None, *, descending: bool
+                ) -> tuple[list[Any], str | None]:
+    """One page of ``stmt`` ordered by ``key`` (a sort column and a unique tie-breaker),
+    starting after ``cursor``; returns the rows and the cursor of the next page (or None).
+
+    Keyset rather than offset pagination: a page stays correct while rows are being added.
+    """
+    first, second = key
+    if descending:
+        stmt = stmt.order_by(first.desc(), second.desc())
+    else:
+        stmt = stmt.order_by(first, second)
+    if cursor:
+        after_first, after_second = decode_cursor(cursor, 2)
+        if descending:
+            stmt = stmt.where(or_(first < after_first,
+                                  and_(first == after_first, second < after_second)))
+        else:
+            stmt = stmt.where(or_(first > after_first,
+                                  and_(first == after_first, second > after_second)))
+    rows = list(conn.execute(stmt.limit(limit + 1)).all())
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]._mapping
+    return rows[:limit], encode_cursor(last[first.name], last[second.name])

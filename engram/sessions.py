@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, or_, select, update
 
-from engram.pagination import decode_cursor, encode_cursor
+from engram.pagination import keyset_page
 from engram.schema import sessions
 from engram.scope import Scope
 from engram.store import Store, insert_ignore, iso, loads, now
@@ -61,24 +61,17 @@ def save_summary(conn: Connection, session_id: str, text: str, data: str) -> Non
 def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = None,
                   status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on (started_at, id)."""
-    stmt = select(sessions).order_by(sessions.c.started_at.desc(), sessions.c.id.desc())
+    stmt = select(sessions)
     if not scope.all_projects:
         stmt = stmt.where(sessions.c.project == scope.project)
     if scope.agent_id is not None:
         stmt = stmt.where(or_(sessions.c.agent_id == scope.agent_id, sessions.c.agent_id.is_(None)))
     if status:
         stmt = stmt.where(sessions.c.status == status)
-    if cursor:
-        started_at, session_id = decode_cursor(cursor, 2)
-        stmt = stmt.where(or_(
-            sessions.c.started_at < started_at,
-            and_(sessions.c.started_at == started_at, sessions.c.id < session_id),
-        ))
     with store.read() as conn:
-        rows = conn.execute(stmt.limit(limit + 1)).all()
-    last = rows[limit - 1] if len(rows) > limit else None
-    return ([to_dict(r) for r in rows[:limit]],
-            encode_cursor(last.started_at, last.id) if last is not None else None)
+        rows, next_cursor = keyset_page(conn, stmt, (sessions.c.started_at, sessions.c.id),
+                                        limit, cursor, descending=True)
+    return [to_dict(r) for r in rows], next_cursor
 
 
 def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) -> Any:

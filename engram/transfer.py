@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 
 from engram import audit
+from engram.errors import FieldErrors
 from engram.events import parse_timestamp
 from engram.keyword import KeywordDoc
 from engram.privacy import scrub
@@ -24,10 +25,8 @@ STRATEGIES = ("merge", "replace", "skip")
 _JSON_COLUMNS = ("files_read", "files_modified", "commands", "errors", "concepts")
 
 
-class InvalidImport(ValueError):
-    def __init__(self, fields: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
-        self.fields = fields
+class InvalidImport(FieldErrors):
+    what = "invalid import"
 
 
 def export(store: Store) -> dict[str, Any]:

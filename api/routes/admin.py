@@ -6,10 +6,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from api.errors import ApiError
 from api.util import json_body, limit_arg, page, store
 from engram import audit, transfer
-from engram.pagination import BadCursor
 
 bp = Blueprint("admin", __name__)
 
@@ -24,19 +22,13 @@ def import_() -> Any:
     body = json_body()
     document = body.get("data", body if "sessions" in body or "memories" in body else None)
     strategy = body.get("strategy", "merge")
-    try:
-        counts = transfer.import_(store(), document, strategy)  # type: ignore[arg-type]
-    except transfer.InvalidImport as exc:
-        raise ApiError(422, "invalid import", details={"fields": exc.fields}) from None
+    counts = transfer.import_(store(), document, strategy)  # type: ignore[arg-type]
     return jsonify({"strategy": strategy, "imported": counts})
 
 
 @bp.get("/v1/audit")
 def audit_() -> Any:
-    try:
-        items, cursor = audit.list_entries(store(), limit_arg(), request.args.get("cursor"),
-                                           request.args.get("targetId"),
-                                           request.args.get("action"))
-    except BadCursor as exc:
-        raise ApiError(400, str(exc), code="bad_cursor") from None
+    items, cursor = audit.list_entries(store(), limit_arg(), request.args.get("cursor"),
+                                       request.args.get("targetId"),
+                                       request.args.get("action"))
     return jsonify(page(items, cursor))

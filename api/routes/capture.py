@@ -11,7 +11,6 @@ from api.errors import ApiError, error_response
 from api.util import json_body, limit_arg, page, settings, store
 from engram import audit, inbox
 from engram.events import InvalidEvent, validate_event
-from engram.pagination import BadCursor
 
 bp = Blueprint("capture", __name__)
 
@@ -53,11 +52,8 @@ def capture_list() -> Any:
     if state is not None and state not in (*inbox.WAITING_STATES, inbox.DEAD):
         raise ApiError(422, "state must be pending, processing, retrying or dead",
                        details={"fields": {"state": "unknown state"}})
-    try:
-        items, cursor = inbox.list_entries(store(), limit_arg(), request.args.get("cursor"),
-                                           state)
-    except BadCursor as exc:
-        raise ApiError(400, str(exc), code="bad_cursor") from None
+    items, cursor = inbox.list_entries(store(), limit_arg(), request.args.get("cursor"),
+                                       state)
     with store().read() as conn:
         counts = inbox.counts(conn)
     return jsonify({**page(items, cursor), "counts": counts})

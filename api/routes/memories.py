@@ -9,17 +9,13 @@ from flask import Blueprint, jsonify, request
 from api.errors import ApiError
 from api.util import json_body, limit_arg, page, scope_from, store
 from engram import memories, search
-from engram.pagination import BadCursor
 
 bp = Blueprint("memories", __name__)
 
 
 @bp.post("/v1/memories")
 def remember() -> Any:
-    try:
-        new = memories.validate(json_body())
-    except memories.InvalidMemory as exc:
-        raise ApiError(422, "invalid memory", details={"fields": exc.fields}) from None
+    new = memories.validate(json_body())
     return jsonify(memories.remember(store(), store().keyword, new)), 201
 
 
@@ -35,11 +31,8 @@ def list_() -> Any:
         items = [m for m in (memories.get(store(), i) for i in ids) if m is not None]
         wanted = request.args.get("scope")
         return jsonify(page([m for m in items if not wanted or m["scope"] == wanted], None))
-    try:
-        items, cursor = memories.list_memories(store(), scope, limit, request.args.get("cursor"),
-                                               request.args.get("scope") or None)
-    except BadCursor as exc:
-        raise ApiError(400, str(exc), code="bad_cursor") from None
+    items, cursor = memories.list_memories(store(), scope, limit, request.args.get("cursor"),
+                                           request.args.get("scope") or None)
     return jsonify(page(items, cursor))
 
 

@@ -10,7 +10,6 @@ from api.errors import ApiError
 from api.util import json_body, limit_arg, page, scope_from, settings, store
 from engram import context, observations, sessions
 from engram.events import MAX_ID_LENGTH
-from engram.pagination import BadCursor
 
 bp = Blueprint("sessions", __name__)
 
@@ -63,12 +62,9 @@ def end(session_id: str) -> Any:
 @bp.get("/v1/sessions")
 def list_() -> Any:
     scope = scope_from(request.args.get("project"), request.args.get("agentId"))
-    try:
-        items, cursor = sessions.list_sessions(store(), scope, limit_arg(),
-                                               request.args.get("cursor"),
-                                               request.args.get("status") or None)
-    except BadCursor as exc:
-        raise ApiError(400, str(exc), code="bad_cursor") from None
+    items, cursor = sessions.list_sessions(store(), scope, limit_arg(),
+                                           request.args.get("cursor"),
+                                           request.args.get("status") or None)
     return jsonify(page(items, cursor))
 
 
@@ -84,11 +80,8 @@ def get(session_id: str) -> Any:
 def timeline(session_id: str) -> Any:
     if sessions.get(store(), session_id) is None:
         raise ApiError(404, f"no session {session_id!r}")
-    try:
-        items, cursor = observations.timeline(store(), session_id, limit_arg(),
-                                              request.args.get("cursor"))
-    except BadCursor as exc:
-        raise ApiError(400, str(exc), code="bad_cursor") from None
+    items, cursor = observations.timeline(store(), session_id, limit_arg(),
+                                          request.args.get("cursor"))
     return jsonify(page(items, cursor))
 
 
