@@ -1,0 +1,289 @@
+"""Scrub secrets out of text and JSON-like values before anything is stored, indexed or sent.
+
+Imported by the hook CLI on an agent's hot path: standard library only, regexes compiled once at
+import. A secret becomes ``[REDACTED:<kind>]`` and ``<private>...</private>`` becomes
+``[PRIVATE]``; where a name or URL gives useful context (``API_KEY=``, ``postgres://u:``) only
+the value is replaced. No rule matches a marker and rules repeat to a fixed point, so
+scrubbing is idempotent.
+
+Speed: ``re`` scans fast only for a pattern that starts with a literal, so each pattern puts its
+literal first and checks the character before it with a lookbehind placed *after* it. On short
+text a ``needle in text`` test skips rules that cannot match. Context rules run over an
+ASCII-lowered copy of the text (``re.IGNORECASE`` is slow) and cut their spans from the original.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+__all__ = ["contains_secret", "scrub", "scrub_text"]
+
+PRIVATE_MARKER = "[PRIVATE]"
+SECRET_FIELD_MARKER = "[REDACTED:secret-field]"
+
+# --- names that look secret (lower case) -------------------------------------------------------
+_KEY_OWNERS = ("api", "access", "private", "auth", "client", "signing", "encryption")
+_OWNERS = "|".join(_KEY_OWNERS)
+_KEYWORD = rf"(?:passw(?:or)?d|passphrase|secret|token|(?:{_OWNERS})[_-]?key|[_-]pwd)"
+# The same words, each starting with a literal: `key` looks behind for its owner (api_,
+# access-, ...), `pwd` for its `_` (plain `pwd`, `PWD=` is the working directory).
+_KEY_BEHIND = "|".join(rf"(?<={o}{sep}key)" for o in _KEY_OWNERS for sep in ("", "_", "-"))
+_KEY_AT = f"key(?:{_KEY_BEHIND})"
+_KEYWORDS = ("pass(?:w(?:or)?d|phrase)", "secret", "token", _KEY_AT, "pwd(?<=[_-]pwd)")
+# Continuations that make another word: tokens, tokenizer, secrets, secretary, passwordless.
+_GUARD = r"(?!s(?![a-z])|s_|iz|ary|less)"
+# Names ending like this describe a secret without holding one (TOKEN_COUNT, max_tokens,
+# password_hint_shown, password_reset_url, secret_name, API_KEY_ENV_VAR, ...).
+_BENIGN_NAME = re.compile(
+    r"(?:^|[_.-])(?:count|counts|tokens|hint|shown|len|length|size|type|url|uri|path|file|dir"
+    r"|name|id|ids|limit|usage|used|number|expiry|expires|expires_at|expires_in|ttl|endpoint"
+    r"|enabled|required|set|env|var|prefix|format|header|field|label|version|min|max)[\"'\\]*$"
+)
+
+# --- values that are not secrets ---------------------------------------------------------------
+_NOT_A_SECRET = re.compile(  # flags; env and template references; placeholders; markers
+    r"(?i)[01]|true|false|null|none|nil|undefined|yes|no|on|off|\$\w+|\$\{[^}]*\}|\$?\{\{.*\}\}"
+    r"|%\w+%|<[^<>]*>|\*+|x{3,}|\.\.\.|\u2026|[|>][-+]?|\[REDACTED:[\w-]+\]|\[PRIVATE\]"
+)
+_CODE_REF = re.compile(r"[A-Za-z_][\w.]*\s*[(\[]")  # a call or subscript: get_token(), ENV["X"]
+_IDENT = re.compile(r"[A-Za-z_][\w.]*")
+_NAMED_SECRET = re.compile(_KEYWORD, re.IGNORECASE)  # `password=password`, `process.env.TOKEN`
+_TYPE_HINT = re.compile(  # `password: str`, `apiKey: string;`, `token: Optional[str] = None`
+    r"(?i)(?:typing\.)?(?:str|bytes|int|bool|float|any|optional|union|secretstr|secretbytes"
+    r"|string|number|boolean)\b(?:\[.*\])?(?:\s*\|\s*none)?\s*(?:=.*)?;?"
+)
+_YAML_LEAD = re.compile(r"[ \t]*(?:-[ \t]+)?[\"']?[\w.-]*")  # line start up to the keyword
+_YAML_TAIL = re.compile(r"(?:[ \t]+#.*)?,?\s*$")  # a comment, a trailing comma, spaces
+_OPENER = {")": "(", "]": "[", "}": "{"}
+
+_QUOTED = (  # a quoted value; Python string prefixes and JSON-escaped quotes allowed. Loops are
+    # unrolled (`[^"\\]*(?:\\.[^"\\]*)*`): `re` is slow on a per-character alternation.
+    r'[rbfu]{0,2}(?:"(?P<q1{n}>[^"\\\n]*(?:\\.[^"\\\n]*)*)"'
+    r"|'(?P<q2{n}>[^'\\\n]*(?:\\.[^'\\\n]*)*)'|`(?P<q3{n}>[^`\n]*)`"
+    r'|\\"(?P<q4{n}>[^\\\n]*(?:\\(?!")[^\\\n]*)*)\\")'
+)
+_YAML_VALUE = r"(?P<yv>[^\s\"'`\\][^\n\\\"]*(?:\\(?!n)[^\n\\\"]*)*)"  # up to \n, escaped or not
+# After a keyword: the rest of the name (bounded, so scans stay linear) and a separator ahead.
+_NAME_REST = rf"{_GUARD}[\w.-]{{0,64}}\\?[\"']?(?=[ \t]*[:=?])"
+_VALUE = re.compile(  # what follows a secret-looking name (on the lower-cased text)
+    # `NAME = v`, `NAME := v`, `NAME => v`, optionally type-annotated (`api_key: str = v`).
+    # Unquoted values stop at `&` (query strings) and `\` (an escaped newline in JSON).
+    r"(?:[ \t]*(?::[ \t]*[a-z_][\w.\[\]|]*[ \t]*)?(?::=|=>|\?=|=(?![=~]))[ \t]*"
+    rf"(?:{_QUOTED.replace('{n}', 'a')}|(?P<uq>[^\s\"'`,;&\\]+))"
+    # `"name": "v"` anywhere; unquoted `name: v` only as a whole YAML-ish line (checked in
+    # _assignment) so "enter your password: it must..." in prose survives. In JSON text such a
+    # line may end at an escaped newline or at the closing quote of its string.
+    rf"|[ \t]*:[ \t]*(?:{_QUOTED.replace('{n}', 'b')}|{_YAML_VALUE}))"
+)
+
+
+def _assignment(name: re.Match[str], text: str) -> tuple[int, int] | None:
+    """Span of the value assigned to a secret-looking `name`, or None to keep it."""
+    m = _VALUE.match(name.string, name.end())
+    if m is None or _BENIGN_NAME.search(name.group()):
+        return None
+    group = m.lastgroup or ""  # the value's group: q1a..q4b (quoted), uq or yv (unquoted)
+    start, end = m.span(group)
+    value = text[start:end]
+    while group == "uq" and value[-1:] in _OPENER and _OPENER[value[-1]] not in value:
+        value, end = value[:-1], end - 1  # `f(password=pw)`: that `)` belongs to the code
+    if group == "yv":  # a line starts after a newline, or after an escaped one (JSON text)
+        escaped = text.rfind("\\n", 0, name.start())
+        line = max(text.rfind("\n", 0, name.start()) + 1, escaped + 2 if escaped >= 0 else 0)
+        if not _YAML_LEAD.fullmatch(text, line, name.start()):
+            return None
+        value = _YAML_TAIL.sub("", value)
+        end = start + len(value)
+    value = value.strip()
+    if not value or _NOT_A_SECRET.fullmatch(value):
+        return None
+    if group[0] != "q" and (  # unquoted: code, not data
+        _CODE_REF.match(value)
+        or _TYPE_HINT.fullmatch(value)
+        or (_IDENT.fullmatch(value) and _NAMED_SECRET.search(value))
+    ):
+        return None
+    return start, end
+
+
+Pick = Callable[[re.Match[str], str], "tuple[int, int] | None"]
+Rule = tuple[str, tuple[str, ...], re.Pattern[str], "str | Pick", bool]
+
+
+# A row: (marker, needles, pattern, pick, on lower-cased text?); it runs only if a needle occurs.
+# `pick` cuts the whole match ("all"), its group `v`, or the span a function returns (or None).
+def _tok(kind: str, needles: str, pattern: str, pick: str | Pick = "all") -> Rule:
+    return f"[REDACTED:{kind}]", tuple(needles.split()), re.compile(pattern), pick, False  # cased
+
+
+def _ctx(kind: str, needles: str, pattern: str, pick: str | Pick = "v") -> Rule:
+    return f"[REDACTED:{kind}]", tuple(needles.split()), re.compile(pattern), pick, True  # lower
+
+
+_W = r"[\w-]"  # a token character: a token must not continue one (`desk-lamp`, `task-sk-...`)
+_NO_REF = r"(?!\[redacted:|\[private\]|\$|<|\{\{)"  # already scrubbed, or a reference
+_HEADER_VALUE = (  # after a header name: a scheme word or not, then the credential
+    r"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:(?:bearer|token|bot|apikey)[ \t]+)?"
+    r"(?!\[|\$|<|\{|(?:bearer|basic|token)\b)(?=[\w.~+/=:-]*\d|[\w.~+/=:-]{16})"
+    r"(?P<v>[\w.~+/=:-]{6,})"
+)
+# fmt: off
+_RULES = (
+    # The whole PEM block to its END line (no other BEGIN inside); a truncated one loses its
+    # base64 body lines.
+    _tok("private-key", "-----BEGIN", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+         r"(?:[^-]*(?:-(?!----BEGIN|----END)[^-]*)*-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+         r"|[A-Za-z0-9+/=\\\r\n]*)"),
+    # Provider tokens, known by prefix and shape. They run before the context rules so that
+    # `GITHUB_TOKEN=ghp_...` reports `github-token`; the context rules then skip the marker.
+    _tok("aws-access-key", "AKIA ASIA", r"A(?<![A-Za-z0-9]A)[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    _tok("github-token", "gh", r"gh(?<!\wgh)[pousr]_[A-Za-z0-9]{36,}(?!\w)"),  # ghp_ gho_ ...
+    _tok("github-token", "github_pat_", r"github_pat_(?<!\wgithub_pat_)\w{22,}"),
+    _tok("gitlab-token", "glpat-", r"glpat-(?<!\wglpat-)[\w.-]{20,}"),
+    _tok("slack-webhook", "hooks.slack.com/", r"hooks\.slack\.com/(?:services|workflows|triggers)/"
+         r"(?P<v>[A-Za-z0-9_/+-]{20,})", "v"),
+    _tok("slack-token", "xox xapp-",
+         r"x(?<!\wx)(?:oxe\.xox[bp]|ox[abposre]|app)-[A-Za-z0-9-]{10,}"),
+    _tok("stripe-key", "sk_", r"sk_(?<!\wsk_)(?:live|test|prod)_[A-Za-z0-9]{10,}(?!\w)"),
+    _tok("stripe-key", "rk_", r"rk_(?<!\wrk_)(?:live|test|prod)_[A-Za-z0-9]{10,}(?!\w)"),
+    _tok("anthropic-key", "sk-ant-", rf"sk-ant-(?<!{_W}sk-ant-)[\w-]{{20,}}"),
+    _tok("openai-key", "sk-", rf"sk-(?<!{_W}sk-)(?:proj-|svcacct-|admin-)?"  # a digit too, unlike
+         r"(?=[\w-]{0,200}\d)[\w-]{20,}"),                                  # `sk-fading-circle`
+    _tok("google-api-key", "AIza", rf"AIza(?<!{_W}AIza)[\w-]{{35}}(?!{_W})"),
+    _tok("google-oauth-secret", "GOCSPX-", rf"GOCSPX-(?<!{_W}GOCSPX-)[\w-]{{20,}}"),
+    _tok("npm-token", "npm_", r"npm_(?<!\wnpm_)[A-Za-z0-9]{36}(?!\w)"),  # not npm_config_cache
+    _tok("pypi-token", "pypi-AgE", rf"pypi-AgE(?<!{_W}pypi-AgE)[\w-]{{50,}}"),
+    _tok("huggingface-token", "hf_", r"hf_(?<!\whf_)[A-Za-z0-9]{30,}(?!\w)"),
+    _tok("sendgrid-key", "SG.", rf"SG\.(?<!\wSG\.)[\w-]{{16,32}}\.[\w-]{{16,64}}(?!{_W})"),
+    _tok("twilio-key", "SK", r"SK(?<!\wSK)[0-9a-fA-F]{32}(?!\w)"),
+    _tok("digitalocean-token", "_v1_", r"do(?<!\wdo)[opr]_v1_[a-f0-9]{64}(?!\w)"),
+    _tok("jwt", "eyJ", rf"eyJ(?<!{_W}eyJ)[\w-]{{10,}}\.eyJ[\w-]{{10,}}\.[\w-]*"),
+    # Context-bound credentials: keep the context, cut group `v`. Userinfo may not hold `[`/`]`
+    # (RFC 3986), which also keeps a marker from being re-read as one.
+    _ctx("url-credentials", "@", r"://(?<=[a-z0-9]://)[^\s:@/?#\"'<>\[\]]*:"
+         rf"{_NO_REF}(?P<v>[^\s/?#\"'<>\[\]]+)@(?=[^\s@/?#\"'<>])"),
+    _ctx("azure-storage-key", "key=", r"key=(?:(?<=accountkey=)|(?<=sharedaccesskey=))"
+         r"(?P<v>[a-z0-9+/]{20,}={0,2})"),
+    _ctx("aws-secret-key", "secret",  # aws_secret_access_key, aws-secret-key, SecretAccessKey
+         r"secret[_-]?(?:access[_-]?|(?<=aws[_-]secret[_-])|(?<=awssecret))key\\?[\"']?[ \t]*"
+         r"(?:=|:|=>)[ \t]*\\?[\"']?(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+=])"),
+    # Basic credentials are base64 (a multiple of 4 chars), so prose like "Basic auth" survives.
+    _ctx("basic-auth", "basic", r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?basic[ \t]+"
+         r"(?P<v>(?:[a-z0-9+/]{4}){2,}(?:[a-z0-9+/]{2}==|[a-z0-9+/]{3}=)?)(?![a-z0-9+/=])"),
+    _ctx("basic-auth", "curl", rf"curl\b(?<!{_W}curl)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)"
+         rf"[\"']?[^\s:\"'\[]+:{_NO_REF}(?P<v>[^\s\"']+)"),
+    # A bearer token has a digit; "Bearer authentication" and "Bearer <token>" survive.
+    _ctx("bearer", "bearer", r"bearer[ \t]+(?=[\w.~+/-]*\d)(?P<v>[\w.~+/-]{16,}=*)"),
+    # Authorization, X-Api-Key, X-Goog-Api-Key, X-Auth-Token, Private-Token, --token=...
+    *(_ctx("auth-header", h, h + _HEADER_VALUE) for h in ("authorization", "api-key", "-token")),
+    # `.env` lines, assignments, JSON/YAML entries to a secret-looking name: keep the name.
+    # A keyword's first three letters are literal, so they serve as its needle.
+    *(_ctx("env-secret", kw[:3], kw + _NAME_REST, _assignment) for kw in _KEYWORDS),
+)
+# fmt: on
+_PRIVATE_TAG = re.compile(r"<(/?)private\s*>")  # matched on the lower-cased text
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _lower(text: str) -> str:
+    low = text.lower()  # offsets must line up with `text`; a few non-ASCII letters would not
+    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _private_spans(low: str) -> list[tuple[int, int]]:
+    """A `</private>` closes the nearest open `<private>`; nested pairs merge into the outer one."""
+    spans: list[tuple[int, int]] = []
+    opened: list[int] = []
+    for m in _PRIVATE_TAG.finditer(low):
+        if not m.group(1):
+            opened.append(m.start())
+        elif opened:
+            start = opened.pop()
+            while spans and spans[-1][0] >= start:
+                spans.pop()
+            spans.append((start, m.end()))
+    return spans
+
+
+def _splice(text: str, spans: list[tuple[int, int]], marker: str) -> str:
+    cuts = [0, *(i for span in spans for i in span), len(text)]  # the text around the spans
+    return marker.join(text[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2))
+
+
+def _scrub_once(text: str) -> str:
+    low = _lower(text)
+    if "<private" in low and (spans := _private_spans(low)):
+        text = _splice(text, spans, PRIVATE_MARKER)
+        low = _lower(text)
+    # `needle in hay` is far cheaper than a regex call on short text, dearer than a scan on long
+    gate = len(text) < 2048
+    for marker, needles, pattern, pick, lower in _RULES:
+        hay = low if lower else text
+        if gate:
+            for needle in needles:
+                if needle in hay:
+                    break
+            else:
+                continue
+        spans, pos = [], 0
+        while (m := pattern.search(hay, pos)) is not None:
+            span = pick(m, text) if callable(pick) else m.span() if pick == "all" else m.span("v")
+            if span is None:  # kept: a later match may still start inside this one
+                pos = m.start() + 1
+            else:
+                spans.append(span)
+                pos = max(m.end(), span[1], m.start() + 1)
+        if spans:
+            text = _splice(text, spans, marker)
+            low = _lower(text)
+    return text
+
+
+def scrub_text(text: str) -> str:
+    """Return `text` with every recognised secret replaced by a `[REDACTED:<kind>]` marker."""
+    if not isinstance(text, str) or not text:
+        return text
+    for _ in range(8):  # a redaction can complete another rule's match: repeat to a fixed point
+        scrubbed = _scrub_once(text)
+        if scrubbed == text:
+            break
+        text = scrubbed
+    return text
+
+
+def contains_secret(text: str) -> bool:
+    """True when scrub_text would change `text`."""
+    return scrub_text(text) != text
+
+
+# Dict keys: the same secret words plus header-ish names; benign endings judged in snake_case.
+_SECRET_KEY = re.compile(
+    rf"{_KEYWORD}{_GUARD}|authorization|cookie(?!s)|credentials?(?![a-z])", re.I
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+@lru_cache(maxsize=1024)
+def _is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key)) and not _BENIGN_NAME.search(_CAMEL.sub("_", key).lower())
+
+
+def scrub(value: object) -> object:
+    """Scrub dicts, lists, tuples and strings recursively; other values come back unchanged. A
+    non-empty string under a secret-looking key (`password`, `api_key`, `Authorization`, ...)
+    becomes `[REDACTED:secret-field]` whole; keys themselves are never changed."""
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, dict):
+        return {
+            k: SECRET_FIELD_MARKER
+            if isinstance(k, str) and isinstance(v, str) and v and _is_secret_key(k)
+            else scrub(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        items = [scrub(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
