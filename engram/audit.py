@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
-from engram.pagination import decode_cursor, encode_cursor
+from engram.pagination import BadCursor, decode_cursor, encode_cursor
 from engram.schema import audit_log
 from engram.store import Store, dumps, iso, loads, now
 
@@ -35,7 +35,9 @@ def list_entries(
     stmt = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit + 1)
     if cursor is not None:
         (last_id,) = decode_cursor(cursor, 1)
-        stmt = stmt.where(audit_log.c.id < int(last_id))
+        if not isinstance(last_id, int) or isinstance(last_id, bool):
+            raise BadCursor("cursor is not valid; pass back nextCursor unchanged")
+        stmt = stmt.where(audit_log.c.id < last_id)
     if target_id:
         stmt = stmt.where(audit_log.c.target_id == target_id)
     if action:

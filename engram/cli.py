@@ -234,18 +234,27 @@ def render_status(report: dict[str, Any], url: str) -> str:
     store = report.get("store", {})
     lines.append(f"  store:        {'ok' if store.get('ok') else 'DOWN'} "
                  f"({store.get('dialect', '?')}, schema v{store.get('schemaVersion', '?')})")
-    broker = report.get("broker", {})
-    lines.append(f"  broker:       {'ok' if broker.get('ok') else 'DOWN'} ({broker.get('url')})")
-    workers = report.get("workers", {})
-    lines.append(f"  workers:      {workers.get('alive', 0)} answering "
-                 f"{', '.join(workers.get('names', []))}".rstrip())
-    inbox = report.get("inbox", {})
-    lines.append(f"  inbox:        {inbox.get('waiting', 0)} waiting of {inbox.get('capacity')} "
-                 f"(pending {inbox.get('pending', 0)}, processing {inbox.get('processing', 0)}, "
-                 f"retrying {inbox.get('retrying', 0)})")
-    lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
-    sweep = report.get("sweeper", {}).get("lastSweepSecondsAgo")
-    lines.append(f"  sweeper:      {'never ran' if sweep is None else f'last ran {sweep:.0f}s ago'}")
+    if not store.get("ok"):
+        lines.append(f"                {store.get('error', '')}")
+    # With the store down the report stops there: the rest cannot be known.
+    broker = report.get("broker")
+    if broker:
+        lines.append(f"  broker:       {'ok' if broker.get('ok') else 'DOWN'} "
+                     f"({broker.get('url')})")
+    workers = report.get("workers")
+    if workers is not None:
+        lines.append(f"  workers:      {workers.get('alive', 0)} answering "
+                     f"{', '.join(workers.get('names', []))}".rstrip())
+    inbox = report.get("inbox")
+    if inbox:
+        lines.append(f"  inbox:        {inbox.get('waiting', 0)} waiting of "
+                     f"{inbox.get('capacity')} (pending {inbox.get('pending', 0)}, processing "
+                     f"{inbox.get('processing', 0)}, retrying {inbox.get('retrying', 0)})")
+        lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
+    sweeper = report.get("sweeper")
+    if sweeper:
+        ago = sweeper.get("lastSweepSecondsAgo")
+        lines.append(f"  sweeper:      {'never ran' if ago is None else f'last ran {ago:.0f}s ago'}")
     kw = report.get("indexes", {}).get("keyword", {})
     if kw:
         lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from engram import memories, search, sessions
+from engram.observations import scoped
 from engram.schema import observations as observations_table
 from engram.schema import sessions as sessions_table
 from engram.scope import Scope
@@ -32,13 +33,10 @@ def estimate_tokens(text: str) -> int:
 def profile(store: Store, scope: Scope) -> dict[str, Any]:
     stmt = select(observations_table.c.files_read, observations_table.c.files_modified,
                   observations_table.c.commands, observations_table.c.concepts)
-    count_obs = select(func.count()).select_from(observations_table)
-    count_sessions = select(func.count()).select_from(sessions_table)
-    if not scope.all_projects:
-        stmt = stmt.where(observations_table.c.project == scope.project)
-        count_obs = count_obs.where(observations_table.c.project == scope.project)
-        count_sessions = count_sessions.where(sessions_table.c.project == scope.project)
-    stmt = stmt.order_by(observations_table.c.created_at.desc()).limit(PROFILE_SAMPLE)
+    count_obs = scoped(select(func.count()).select_from(observations_table), scope)
+    count_sessions = scoped(select(func.count()).select_from(sessions_table), scope,
+                            sessions_table)
+    stmt = scoped(stmt, scope).order_by(observations_table.c.created_at.desc()).limit(PROFILE_SAMPLE)
     files: Counter[str] = Counter()
     commands: Counter[str] = Counter()
     concepts: Counter[str] = Counter()
@@ -100,9 +98,8 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
     else:
         rel = []
         with store.read() as conn:
-            stmt = select(observations_table).order_by(observations_table.c.created_at.desc())
-            if not scope.all_projects:
-                stmt = stmt.where(observations_table.c.project == scope.project)
+            stmt = scoped(select(observations_table), scope).order_by(
+                observations_table.c.created_at.desc())
             for row in conn.execute(stmt.limit(10)):
                 rel.append(f"- [{row.kind}] {row.title} ({(iso(row.created_at) or '')[:10]})")
     if rel:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, or_, select
 
 from engram import inbox, sessions
 from engram.compress import Compressed
@@ -18,9 +18,8 @@ from engram.store import Store, dumps, insert_ignore, iso, loads, now
 
 
 def _json_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    """Tool input/output as JSON text (strings too), so reads give back what was sent."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def store(conn: Connection, keyword: KeywordIndex, event: Event, compressed: Compressed) -> bool:
@@ -53,6 +52,15 @@ def store(conn: Connection, keyword: KeywordIndex, event: Event, compressed: Com
 def index_body(compressed: Compressed) -> str:
     files = " ".join((*compressed.files_read, *compressed.files_modified))
     return f"{compressed.text}\n{files}" if files else compressed.text
+
+
+def scoped(stmt: Any, scope: Scope, table: Any = observations) -> Any:
+    """Restrict a select on observations (or sessions: same column names) to a scope."""
+    if not scope.all_projects:
+        stmt = stmt.where(table.c.project == scope.project)
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(table.c.agent_id == scope.agent_id, table.c.agent_id.is_(None)))
+    return stmt
 
 
 def get(store_: Store, observation_id: str, scope: Scope | None = None) -> dict[str, Any] | None:
@@ -117,5 +125,6 @@ def to_dict(row: Any, detail: bool = False) -> dict[str, Any]:
         "concepts": loads(row.concepts, []), "createdAt": iso(row.created_at),
     }
     if detail:
-        item.update(prompt=row.prompt, toolInput=row.tool_input, toolOutput=row.tool_output)
+        item.update(prompt=row.prompt, toolInput=loads(row.tool_input),
+                    toolOutput=loads(row.tool_output))
     return item

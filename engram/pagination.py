@@ -60,6 +60,9 @@ def keyset_page(conn: Connection, stmt: Select[Any], key: tuple[Column[Any], Col
         stmt = stmt.order_by(first, second)
     if cursor:
         after_first, after_second = decode_cursor(cursor, 2)
+        if not isinstance(after_first, (int, float)) or isinstance(after_first, bool) \
+                or not isinstance(after_second, str):
+            raise BadCursor("cursor is not valid; pass back nextCursor unchanged")
         if descending:
             stmt = stmt.where(or_(first < after_first,
                                   and_(first == after_first, second < after_second)))

@@ -86,7 +86,7 @@ def hydrate(conn: Any, hits: list[KeywordHit]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for hit in hits:
         base = {"id": hit.doc_id, "kind": hit.kind, "sessionId": hit.session_id,
-                "score": round(hit.score, 6)}
+                "score": hit.score}
         if hit.kind == "observation" and hit.doc_id in obs:
             row = obs[hit.doc_id]
             items.append({**base, "text": row.text, "title": row.title, "project": row.project,

@@ -7,13 +7,14 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask
 
 from engram import secret as secret_mod
 from engram.settings import Settings
+from engram.status import redact_url
 from engram.store import Store
 
 log = logging.getLogger("engram.server")
@@ -44,9 +45,23 @@ def prepare_dirs(settings: Settings) -> None:
 class Gateway:
     settings: Settings
     store: Store
-    app: Flask
     secret: str
-    embedded: Any  # tasks.embedded.EmbeddedWorker | None
+    app: Flask = field(init=False)
+    embedded: Any = None  # tasks.embedded.EmbeddedWorker, once started
+
+    def start_worker(self) -> None:
+        """Start the in-process worker and scheduler (embedded mode only)."""
+        from tasks import runtime
+        from tasks.embedded import EmbeddedWorker
+
+        if not self.settings.embedded or self.embedded is not None:
+            return
+        runtime.configure(self.settings, self.store)  # the in-process worker shares this store
+        self.embedded = EmbeddedWorker(self.settings)
+        self.embedded.start()
+
+    def worker_alive(self) -> bool:
+        return self.embedded is not None and bool(self.embedded.alive)
 
     def close(self) -> None:
         if self.embedded is not None:
@@ -55,52 +70,55 @@ class Gateway:
 
 
 def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
-    """Open the store, configure the queue, start the embedded worker (embedded mode), and
-    build the Flask app. The same wiring serves `engram serve`, the demo and the tests."""
+    """Open the store, configure the queue, build the Flask app and (embedded mode, unless
+    ``start_worker`` is False) start the in-process worker. The same wiring serves
+    `engram serve`, the demo and the tests."""
     from api import create_app
-    from tasks import client, runtime
+    from tasks import client
     from tasks.app import configure
 
     prepare_dirs(settings)
     store = Store.open(settings.database_url)
     configure(settings)
-    embedded = None
-    if settings.embedded and start_worker:
-        from tasks.embedded import EmbeddedWorker
-
-        runtime.configure(settings, store)  # the in-process worker shares this store
-        embedded = EmbeddedWorker(settings)
-        embedded.start()
-    alive: Callable[[], bool] | None = None
-    if settings.embedded:
-        alive = (lambda: embedded.alive) if embedded is not None else (lambda: False)
-    secret = secret_mod.load_or_create(settings)
-    app = create_app(
-        settings, store, secret=secret,
+    gateway = Gateway(settings, store, secret_mod.load_or_create(settings))
+    gateway.app = create_app(
+        settings, store, secret=gateway.secret,
         dispatch=client.dispatch_observe, enqueue_summary=client.enqueue_summary,
         broker_probe=client.broker_probe(settings),
-        worker_probe=client.worker_probe(settings, alive),
+        worker_probe=client.worker_probe(settings,
+                                         gateway.worker_alive if settings.embedded else None),
     )
-    return Gateway(settings, store, app, secret, embedded)
+    if start_worker:
+        gateway.start_worker()
+    return gateway
 
 
 def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
     from waitress.server import create_server
 
-    gateway = build_gateway(settings)
-    server = create_server(gateway.app, host=settings.host, port=settings.port,
-                           threads=settings.server_threads, ident="engram",
-                           max_request_body_size=settings.max_body_bytes,
-                           clear_untrusted_proxy_headers=True)
+    gateway = build_gateway(settings, start_worker=False)
+    try:
+        # Bind before starting the worker: a taken port fails before any work begins. Waitress's
+        # own body limit sits above Flask's, so an oversized request gets the JSON 413.
+        server = create_server(gateway.app, host=settings.host, port=settings.port,
+                               threads=settings.server_threads, ident="engram",
+                               max_request_body_size=2 * max(settings.max_body_bytes,
+                                                             settings.max_import_bytes),
+                               clear_untrusted_proxy_headers=True)
+    except OSError:
+        gateway.close()
+        raise
+    gateway.start_worker()
     port = server.effective_port
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     mode = ("embedded (in-process worker, no other server needed)" if settings.embedded
-            else f"distributed (broker {settings.broker_url}; run `engram worker` and `engram beat`)")
+            else f"distributed (broker {redact_url(settings.broker_url)}; run `engram worker` and "
+                 "`engram beat`)")
     announce(f"Engram {gateway.app.config['ENGRAM_VERSION']} listening on http://{host}:{port}")
     announce(f"  mode:    {mode}")
     announce(f"  data:    {settings.data_dir}")
-    announce(f"  store:   {settings.database_url.split('@')[-1]}")
+    announce(f"  store:   {redact_url(settings.database_url)}")
     announce(f"  secret:  {'ENGRAM_SECRET' if settings.secret else settings.secret_file}")
     announce("Press Ctrl-C to stop.")
 

@@ -61,11 +61,9 @@ def save_summary(conn: Connection, session_id: str, text: str, data: str) -> Non
 def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = None,
                   status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on (started_at, id)."""
-    stmt = select(sessions)
-    if not scope.all_projects:
-        stmt = stmt.where(sessions.c.project == scope.project)
-    if scope.agent_id is not None:
-        stmt = stmt.where(or_(sessions.c.agent_id == scope.agent_id, sessions.c.agent_id.is_(None)))
+    from engram.observations import scoped
+
+    stmt = scoped(select(sessions), scope, sessions)
     if status:
         stmt = stmt.where(sessions.c.status == status)
     with store.read() as conn:

@@ -106,6 +106,8 @@ SETTINGS: tuple[Spec, ...] = (
          "Longest toolInput/toolOutput/prompt text kept per event; longer text keeps head and tail."),
     Spec("ENGRAM_MAX_BODY_BYTES", "max_body_bytes", _positive_int, 4 * 1024 * 1024,
          "Largest accepted request body; larger requests answer 413."),
+    Spec("ENGRAM_MAX_IMPORT_BYTES", "max_import_bytes", _positive_int, 512 * 1024 * 1024,
+         "Largest accepted body of POST /v1/import (an export document)."),
     Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
          "Default token budget of the session-start context block."),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
@@ -133,6 +135,7 @@ class Settings:
     inbox_lease_seconds: float
     max_field_chars: int
     max_body_bytes: int
+    max_import_bytes: int
     context_budget_tokens: int
     log_level: str
 

@@ -41,7 +41,7 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
             }
         report["store"] = {"ok": True, "dialect": store.dialect,
                            "schemaVersion": schema_version(store.engine),
-                           "url": _redact(settings.database_url)}
+                           "url": redact_url(settings.database_url)}
     except SQLAlchemyError as exc:
         report["store"] = {"ok": False, "error": str(exc).splitlines()[0]}
         problems.append({"component": "store", "problem": f"store unreachable: {exc}".splitlines()[0],
@@ -51,7 +51,7 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
     broker_error = broker_probe()
     report["broker"] = {"ok": broker_error is None,
                         "url": "memory:// (in-process)" if settings.embedded
-                        else _redact(settings.broker_url)}
+                        else redact_url(settings.broker_url)}
     if broker_error:
         report["broker"]["error"] = broker_error
         problems.append({"component": "broker", "problem": f"broker unreachable: {broker_error}",
@@ -89,7 +89,9 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
     if waiting >= settings.inbox_max * 0.8:
         problems.append({"component": "capture", "problem": f"inbox {waiting}/{settings.inbox_max}"
                          " full: new captures will be refused with 503",
-                         "fix": "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX"})
+                         "fix": "raise ENGRAM_WORKER_CONCURRENCY or ENGRAM_INBOX_MAX"
+                                if settings.embedded else
+                                "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX"})
     elif waiting and age > STALE_PENDING_SECONDS and workers.get("alive"):
         problems.append({"component": "capture", "problem": f"oldest waiting capture is "
                          f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
@@ -99,7 +101,7 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
     return {"ok": not problems, **report, "problems": problems}
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """A URL with its password hidden, for display."""
     from sqlalchemy.engine import make_url
 

@@ -23,6 +23,7 @@ from engram.store import Store, dumps, insert_ignore, iso, loads, now
 FORMAT_VERSION = 1
 STRATEGIES = ("merge", "replace", "skip")
 _JSON_COLUMNS = ("files_read", "files_modified", "commands", "errors", "concepts")
+_NULLABLE_JSON_COLUMNS = ("summary_json", "tool_input", "tool_output")
 
 
 class InvalidImport(FieldErrors):
@@ -60,7 +61,7 @@ def _row(row: Any, times: tuple[str, ...]) -> dict[str, Any]:
     for key, value in row._mapping.items():
         if key in times:
             value = iso(value)
-        elif key in _JSON_COLUMNS or key == "summary_json":
+        elif key in _JSON_COLUMNS or key in _NULLABLE_JSON_COLUMNS:
             value = loads(value)
         out[_camel(key)] = value
     return out
@@ -75,8 +76,10 @@ def _unrow(item: dict[str, Any], columns: Any, times: tuple[str, ...]) -> dict[s
         value = item[key]
         if column.name in times and value is not None:
             value = parse_timestamp(value)
-        elif column.name in _JSON_COLUMNS or column.name == "summary_json":
+        elif column.name in _JSON_COLUMNS:
             value = dumps(value if value is not None else [])
+        elif column.name in _NULLABLE_JSON_COLUMNS:
+            value = None if value is None else dumps(value)
         values[column.name] = scrub(value)
     return values
 
@@ -128,7 +131,8 @@ def _empty(store: Store, conn: Connection) -> None:
         store.keyword.delete(conn, doc_id)
     for table in (observations, memory_versions, memories, sessions):
         conn.execute(delete(table))
-    conn.execute(delete(event_ledger).where(event_ledger.c.state.in_(("stored", "forgotten"))))
+    # Forgotten events stay known, so a late replay of one is still a duplicate.
+    conn.execute(delete(event_ledger).where(event_ledger.c.state == "stored"))
 
 
 def _import_session(store: Store, conn: Connection, item: dict[str, Any], strategy: str,

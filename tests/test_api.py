@@ -35,6 +35,11 @@ def test_foreign_origin_is_refused_even_with_the_secret(api: Api) -> None:
     assert api.get("/v1/status", headers={"Origin": "http://127.0.0.1:8737"})[0] == 200
 
 
+def test_bearer_scheme_is_case_insensitive(api: Api) -> None:
+    response = api.client.get("/v1/status", headers={"Authorization": f"bearer {api.secret}"})
+    assert response.status_code == 200
+
+
 def test_allow_listed_origin_passes(tmp_path: Any) -> None:
     from engram.server import build_gateway
     from tests.conftest import make_settings
@@ -49,6 +54,16 @@ def test_allow_listed_origin_passes(tmp_path: Any) -> None:
                           ).status_code == 200
         assert client.get("/v1/status", headers={**auth, "Origin": "https://other.example"}
                           ).status_code == 403
+        # CORS: a preflight needs no secret; real responses name the allowed origin
+        preflight = client.options("/v1/search", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 204
+        assert "Authorization" in preflight.headers["Access-Control-Allow-Headers"]
+        response = client.get("/v1/status", headers={**auth, "Origin": "https://app.example"})
+        assert response.headers["Access-Control-Allow-Origin"] == "https://app.example"
+        assert client.options("/v1/search", headers={
+            "Origin": "https://other.example", "Access-Control-Request-Method": "POST"}
+        ).status_code == 403
     finally:
         gw.close()
 
@@ -69,6 +84,8 @@ def test_writes_must_be_json(api: Api) -> None:
     ("GET", "/v1/sessions?project=p&limit=1001", 422, "validation_failed"),
     ("GET", "/v1/sessions?project=p&cursor=garbage", 400, "bad_cursor"),
     ("GET", "/v1/sessions", 422, "scope_required"),
+    ("GET", "/v1/audit?cursor=WyJ4Il0", 400, "bad_cursor"),  # ["x"]: right shape, wrong type
+    ("GET", "/v1/sessions?project=p&cursor=WyJ4IiwgMV0", 400, "bad_cursor"),  # ["x", 1]
 ])
 def test_one_error_shape(api: Api, method: str, path: str, status: int, code: str) -> None:
     got_status, body = api.call(method, path)
@@ -106,6 +123,8 @@ def test_observe_accepts_then_answers_duplicate(api: Api, project: str) -> None:
     assert status == 200 and again["status"] == "duplicate"
     assert again["observationId"] == first["observationId"]
     api.wait_drained()
+    stored = api.get(f"/v1/observations/{first['observationId']}")[1]
+    assert stored["toolInput"] == body["toolInput"] and stored["toolOutput"] == body["toolOutput"]
     status, timeline = api.get("/v1/sessions/s-dup/observations")
     assert [o["id"] for o in timeline["items"]] == [first["observationId"]]
     assert api.post("/v1/observe", body)[1]["state"] == "stored"
@@ -171,6 +190,26 @@ def test_secrets_never_reach_the_store(api: Api, project: str) -> None:
     assert token not in fts
     status, exported = api.get("/v1/export")
     assert token not in str(exported)
+
+
+def test_store_failure_answers_503_retryable_and_writes_nothing(tmp_path: Any,
+                                                                project: str) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import make_settings
+
+    gw = build_gateway(make_settings(tmp_path), start_worker=False)
+    api = Api(gw.app.test_client(), gw.secret, gw.store)
+    try:
+        with gw.store.write() as conn:
+            conn.execute(text("ALTER TABLE capture_inbox RENAME TO capture_inbox_away"))
+        response = api.client.post("/v1/observe", json=observe_body(project, "s-down", 1),
+                                   headers=api.headers)
+        assert response.status_code == 503 and response.headers["Retry-After"]
+        body = response.get_json()
+        assert body["retryable"] is True and body["error"]["code"] == "store_unavailable"
+        assert count_rows(gw.store, event_ledger) == 0
+    finally:
+        gw.close()
 
 
 def test_failing_processing_retries_then_dead_letters_and_can_be_retried(

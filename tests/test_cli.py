@@ -133,3 +133,21 @@ def test_serve_stops_cleanly_on_sigint(tmp_path: Path) -> None:
     wait_for(lambda: "Stopped." in server.output(), 5, message="Stopped. line")
     assert "Traceback" not in server.output()
     server.stop()
+
+
+@pytest.mark.slow
+def test_real_server_body_limits(tmp_path: Path) -> None:
+    """Through waitress, not just Flask: an oversized request gets the JSON 413, while an
+    import may be larger than ordinary requests."""
+    cluster = Cluster(tmp_path, ENGRAM_MAX_BODY_BYTES="10000")
+    try:
+        cluster.serve()
+        status, body = cluster.request("POST", "/v1/observe", {"prompt": "x" * 20_000})
+        assert status == 413 and body["error"]["code"] == "payload_too_large"
+        memories = [{"id": f"mem_{n:04d}", "project": "big", "content": "fact " * 40}
+                    for n in range(200)]
+        status, body = cluster.request("POST", "/v1/import", {
+            "strategy": "merge", "data": {"version": 1, "memories": memories}})
+        assert status == 200 and body["imported"]["memories"] == 200
+    finally:
+        cluster.stop_all()

@@ -176,3 +176,14 @@ def test_summary_is_stored_and_searchable(store: Store) -> None:
     with store.read() as conn:
         hits = store.keyword.search(conn, "cart", Scope("p"), 10, kinds=("summary",))
     assert [h.session_id for h in hits] == ["s5"]
+
+
+def test_replace_import_keeps_forgotten_events_known(store: Store) -> None:
+    from engram import transfer
+
+    event = _event("p", "s6", 1, "rm -rf build")
+    _accept_and_store(store, event)
+    assert observations.forget(store, store.keyword, event.observation_id, actor="test")
+    transfer.import_(store, {"version": 1, "sessions": [], "observations": [],
+                             "memories": []}, "replace")
+    assert inbox.accept(store, event, 100).state == "forgotten"

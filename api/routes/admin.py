@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from api.util import json_body, limit_arg, page, store
+from api.util import json_body, limit_arg, page, settings, store
 from engram import audit, transfer
 
 bp = Blueprint("admin", __name__)
@@ -15,6 +15,12 @@ bp = Blueprint("admin", __name__)
 @bp.get("/v1/export")
 def export() -> Any:
     return jsonify(transfer.export(store()))
+
+
+@bp.before_request
+def _larger_body_for_import() -> None:
+    if request.endpoint == "admin.import_":
+        request.max_content_length = settings().max_import_bytes
 
 
 @bp.post("/v1/import")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.errors import ApiError, error_response
 from api.util import json_body, limit_arg, page, settings, store
@@ -13,6 +15,17 @@ from engram import audit, inbox
 from engram.events import InvalidEvent, validate_event
 
 bp = Blueprint("capture", __name__)
+log = logging.getLogger("engram.api")
+
+
+RETRY_AFTER_SECONDS = 5
+
+
+def _unavailable(code: str, message: str) -> Any:
+    response, status = error_response(503, code, message,
+                                      extra={"status": "rejected", "retryable": True})
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response, status
 
 
 def _dispatch(event_id: str) -> None:
@@ -34,8 +47,12 @@ def observe() -> Any:
     try:
         result = inbox.accept(store(), event, settings().inbox_max)
     except inbox.InboxFull as exc:
-        return error_response(503, "inbox_full", f"{exc}; spool the event and resend later",
-                              extra={"status": "rejected", "retryable": True})
+        return _unavailable("inbox_full", f"{exc}; spool the event and resend later")
+    except SQLAlchemyError as exc:
+        # Nothing was written (the transaction rolled back): the client keeps the event.
+        log.error("capture inbox write failed: %s", exc)
+        return _unavailable("store_unavailable", "the store did not accept the event; spool it "
+                            "and resend later")
     answer: dict[str, Any] = {"status": result.status, "eventId": result.event_id,
                               "observationId": result.observation_id}
     if result.is_new:
