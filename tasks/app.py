@@ -71,8 +71,9 @@ def configure(settings: Settings) -> Celery:
         },
         beat_schedule_filename=str(settings.data_dir / "beat-schedule"),
         worker_hijack_root_logger=False,
+        # Task events feed Flower. No "task-sent" event: that would be a second publish on
+        # every /v1/observe, which must stay fast.
         worker_send_task_events=True,
-        task_send_sent_event=True,
         timezone="UTC",
     )
     # Threads that Celery did not start (the embedded worker's pool, the gateway's request
