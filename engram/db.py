@@ -76,12 +76,35 @@ def _heartbeats(conn: Connection) -> None:
     schema.heartbeats.create(conn, checkfirst=True)
 
 
+def _fts_scope_column(conn: Connection) -> None:
+    """FTS5 gained a scope column (scope inside MATCH): rebuild the table of a store made
+    before, carrying every indexed document over. PostgreSQL has nothing to do."""
+    if not is_sqlite(conn):
+        return
+    columns = [row[1] for row in conn.exec_driver_sql("PRAGMA table_info(kw_fts)")]
+    if "scope" in columns:
+        return
+    from engram.keyword import Fts5Index, KeywordDoc, scope_tokens
+
+    conn.exec_driver_sql("ALTER TABLE kw_fts RENAME TO kw_fts_old")
+    Fts5Index().create(conn)
+    rows = conn.exec_driver_sql(
+        "SELECT f.rowid, f.body, d.doc_id, d.kind, d.project, d.agent_id FROM kw_fts_old AS f "
+        "JOIN kw_docs AS d ON d.id = f.rowid").all()
+    for row in rows:
+        doc = KeywordDoc(row.doc_id, row.kind, row.project, row.body, 0.0, agent_id=row.agent_id)
+        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
+                             (row.rowid, row.body, scope_tokens(doc)))
+    conn.exec_driver_sql("DROP TABLE kw_fts_old")
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (1, "initial tables", _initial),
     (2, "keyword index backend", _keyword_backend_tables),
     (3, "service heartbeats", _heartbeats),
+    (4, "FTS5 scope column", _fts_scope_column),
 )
 
 

@@ -12,6 +12,7 @@ why FTS5 is the default (measured in tests/benchmarks/bench_keyword_engines.py).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections import Counter
 from typing import Protocol
@@ -24,10 +25,8 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    literal_column,
     or_,
     select,
-    table,
     true,
     update,
 )
@@ -94,22 +93,44 @@ def _insert_doc(conn: Connection, doc: KeywordDoc, length: int) -> int:
     return int(result.scalar_one())
 
 
+def scope_token(kind: str, value: str | None) -> str:
+    """One indexable token standing for a scope value (``zp…`` project, ``za…`` agent,
+    ``zk…`` kind). Digits only after the prefix: no tokenizer or stemmer can split or alter it,
+    so equality of tokens is equality of values."""
+    if value is None:
+        return f"z{kind}none"
+    digest = hashlib.sha1(value.encode("utf-8")).hexdigest()[:15]
+    return f"z{kind}{int(digest, 16)}"
+
+
+def scope_tokens(doc: KeywordDoc) -> str:
+    return " ".join((scope_token("p", doc.project), scope_token("a", doc.agent_id),
+                     scope_token("k", doc.kind)))
+
+
 class Fts5Index:
-    """SQLite FTS5, rowid-aligned with kw_docs so scope filters join on the primary key."""
+    """SQLite FTS5, rowid-aligned with kw_docs.
+
+    Scope is indexed as tokens in a second column and is part of the MATCH expression
+    (``scope : zp… AND body : (...)``), so FTS5 intersects posting lists and ranks only the
+    documents in scope; that column has weight 0 in bm25.
+    """
 
     name = "fts5"
 
     def create(self, conn: Connection) -> None:
         conn.exec_driver_sql(
             "CREATE VIRTUAL TABLE IF NOT EXISTS kw_fts USING fts5("
-            "body, tokenize='porter unicode61 remove_diacritics 2')"
+            "body, scope, tokenize='porter unicode61 remove_diacritics 2')"
         )
+        conn.exec_driver_sql("INSERT INTO kw_fts(kw_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
 
     def upsert(self, conn: Connection, doc: KeywordDoc) -> None:
         self.delete(conn, doc.doc_id)
         body = analysis.expand_identifiers(doc.body)
         rowid = _insert_doc(conn, doc, len(body))
-        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
+                             (rowid, body, scope_tokens(doc)))
 
     def delete(self, conn: Connection, doc_id: str) -> None:
         rowid = conn.execute(select(kw_docs.c.id).where(kw_docs.c.doc_id == doc_id)).scalar()
@@ -119,35 +140,45 @@ class Fts5Index:
         conn.execute(delete(kw_docs).where(kw_docs.c.id == rowid))
 
     @staticmethod
-    def match_expression(query: str) -> str:
-        """An FTS5 MATCH string: OR of query words, each widened by its synonyms, all quoted
-        so user text can never be read as FTS5 syntax."""
-        groups = analysis.query_groups(analysis.expand_identifiers(query))
-        alternatives = []
-        for group in groups:
-            quoted = " OR ".join('"' + alt.replace('"', '""') + '"' for alt in group)
-            alternatives.append(f"({quoted})" if len(group) > 1 else quoted)
-        return " OR ".join(alternatives)
+    def query_groups(query: str) -> list[tuple[str, ...]]:
+        return analysis.query_groups(analysis.expand_identifiers(query))
+
+    @staticmethod
+    def match_expression(groups: list[tuple[str, ...]], scope: Scope | None = None,
+                         kinds: tuple[str, ...] | None = None) -> str:
+        """An FTS5 MATCH string: the scope tokens AND the OR of query words, each widened by
+        its synonyms. Query words are quoted, so user text can never be read as syntax."""
+        words = " OR ".join(
+            "(" + " OR ".join('"' + alt.replace('"', '""') + '"' for alt in group) + ")"
+            for group in groups)
+        clauses = []
+        if scope is not None and not scope.all_projects:
+            clauses.append(" OR ".join(scope_token("p", p) for p in scope.projects()))
+        if scope is not None and scope.agent_id is not None:
+            clauses.append(f"{scope_token('a', scope.agent_id)} OR {scope_token('a', None)}")
+        if kinds:
+            clauses.append(" OR ".join(scope_token("k", k) for k in kinds))
+        return " AND ".join([*(f"scope : ({c})" for c in clauses), f"body : ({words})"])
 
     def search(
         self, conn: Connection, query: str, scope: Scope, limit: int,
         kinds: tuple[str, ...] | None = None,
     ) -> list[KeywordHit]:
-        expression = self.match_expression(query)
-        if not expression:
+        groups = self.query_groups(query)
+        if not groups:
             return []
-        score: ColumnElement[float] = literal_column("bm25(kw_fts)")
-        stmt = (
-            select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id, score.label("score"))
-            .select_from(kw_docs.join(table("kw_fts"), literal_column("kw_fts.rowid") == kw_docs.c.id))
-            .where(literal_column("kw_fts").op("MATCH")(expression))
-            .where(_scope_clause(scope, kinds))
-            .order_by(literal_column("score"))
-            .limit(limit)
-        )
-        # bm25() is lower-is-better; negate so every backend returns higher-is-better.
-        return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.score))
-                for r in conn.execute(stmt)]
+        return self._ranked(conn, self.match_expression(groups, scope, kinds), limit)
+
+    @staticmethod
+    def _ranked(conn: Connection, expression: str, limit: int) -> list[KeywordHit]:
+        # Rank inside FTS5 (ORDER BY rank: bm25 with the scope column weighted 0), join the
+        # few winners to kw_docs afterwards. rank is lower-is-better; hits are higher-is-better.
+        rows = conn.exec_driver_sql(
+            "SELECT d.doc_id, d.kind, d.session_id, f.rank FROM ("
+            " SELECT rowid, rank FROM kw_fts WHERE kw_fts MATCH ? ORDER BY rank LIMIT ?"
+            ") AS f JOIN kw_docs AS d ON d.id = f.rowid ORDER BY f.rank",
+            (expression, limit))
+        return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.rank)) for r in rows]
 
     def count(self, conn: Connection) -> int:
         return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())

@@ -187,3 +187,40 @@ def test_replace_import_keeps_forgotten_events_known(store: Store) -> None:
     transfer.import_(store, {"version": 1, "sessions": [], "observations": [],
                              "memories": []}, "replace")
     assert inbox.accept(store, event, 100).state == "forgotten"
+
+
+def test_migration_rebuilds_an_old_fts5_index(tmp_path) -> None:  # noqa: ANN001
+    """A store made before the FTS5 scope column keeps every indexed document, now scoped."""
+    import sqlite3
+
+    from engram.db import create_store_engine, migrate
+
+    path = tmp_path / "old.db"
+    engine = create_store_engine(f"sqlite:///{path}")
+    # The schema as migrations 1-3 left it, with the one-column FTS5 table of that time.
+    from engram import schema
+
+    with engine.begin() as conn:
+        schema.metadata.create_all(conn)
+        conn.exec_driver_sql("CREATE VIRTUAL TABLE kw_fts USING fts5(body, "
+                             "tokenize='porter unicode61 remove_diacritics 2')")
+        for version in range(1, 4):
+            conn.exec_driver_sql("INSERT INTO schema_migrations VALUES (?, 'old', 0)",
+                                 (version,))
+        conn.exec_driver_sql("INSERT INTO kw_docs (id, doc_id, kind, project, length, "
+                             "created_at) VALUES (1, 'obs_old', 'observation', 'p', 5, 0)")
+        conn.exec_driver_sql("INSERT INTO kw_fts (rowid, body) VALUES (1, 'legacy flux "
+                             "capacitor')")
+    engine.dispose()
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM kw_fts").fetchone() == (1,)
+
+    store = Store.open(f"sqlite:///{path}")
+    try:
+        assert schema_version(store.engine) == MIGRATIONS[-1][0]
+        with store.read() as conn:
+            assert [h.doc_id for h in store.keyword.search(conn, "capacitor", Scope("p"), 5)] \
+                == ["obs_old"]
+            assert store.keyword.search(conn, "capacitor", Scope("other"), 5) == []
+        assert migrate(store.engine) == []
+    finally:
+        store.close()
