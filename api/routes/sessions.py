@@ -44,7 +44,9 @@ def start() -> Any:
     assert session_id and project
     session, created = sessions.start(store(), session_id, project, host=host,
                                       agent_id=agent_id, cwd=cwd)
-    block = context.build(store(), scope_from(project, agent_id), session_id=session_id,
+    # A session keeps the project and agent it started with; a re-announce cannot move it.
+    scope = scope_from(session["project"], session["agentId"])
+    block = context.build(store(), scope, session_id=session_id,
                           query=body.get("query") if isinstance(body.get("query"), str) else None,
                           budget_tokens=budget)
     return jsonify({"session": session, **block}), 201 if created else 200
