@@ -104,9 +104,10 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
 def redact_url(url: str) -> str:
     """A URL with its password hidden, for display."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
-    try:
+    try:  # SQLAlchemy parses any scheme://user:password@host URL, redis:// included
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a SQLAlchemy URL (redis://): fall back to a cut
+    except (ArgumentError, ValueError):
         head, sep, tail = url.partition("@")
         return f"{head.split(':')[0]}://***@{tail}" if sep else url
