@@ -1,0 +1,29 @@
+"""Status reporting helpers: password redaction and the human-readable rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.cli import render_status
+from engram.status import redact_url
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("redis://:s3cret@broker:6379/0", "redis://:***@broker:6379/0"),
+    ("postgresql+psycopg://app:s3cret@db/engram", "postgresql+psycopg://app:***@db/engram"),
+    ("redis://broker:6379/0", "redis://broker:6379/0"),
+    ("sqlite:////var/lib/engram/engram.db", "sqlite:////var/lib/engram/engram.db"),
+])
+def test_redact_url_hides_passwords(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_render_status_with_the_store_down_says_only_what_is_known() -> None:
+    report = {"ok": False, "mode": "distributed", "version": "0.1.0",
+              "store": {"ok": False, "error": "connection refused"},
+              "problems": [{"component": "store", "problem": "store unreachable",
+                            "fix": "check ENGRAM_DATABASE_URL"}]}
+    text = render_status(report, "http://127.0.0.1:8737")
+    assert "NEEDS ATTENTION" in text and "DOWN" in text and "connection refused" in text
+    assert "None" not in text and "broker:" not in text
+    assert "fix: check ENGRAM_DATABASE_URL" in text
