@@ -71,7 +71,7 @@ class KeywordIndex(Protocol):
     def count(self, conn: Connection) -> int: ...
 
 
-def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None) -> ColumnElement[bool]:
     clauses: list[ColumnElement[bool]] = []
     if not scope.all_projects:
         clauses.append(kw_docs.c.project.in_(scope.projects()))
