@@ -55,7 +55,7 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("regex", "regexp", "regular expression"),
     ("lib", "library"),
     ("util", "utils", "utility", "helpers"),
-    ("test", "tests", "spec", "pytest"),
+    ("test", "spec", "pytest"),
 )
 
 
@@ -75,6 +75,12 @@ _stemmer = snowballstemmer.stemmer("english")
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
+
+
+# The same table keyed by stem, so "tests" and "testing" find the synonyms of "test".
+_STEM_SYNONYMS = {stem(word): tuple(group) for group in SYNONYM_GROUPS for word in group
+                  if " " not in word}
+
 
 
 def split_identifier(token: str) -> list[str]:
@@ -118,10 +124,15 @@ def query_groups(query: str) -> list[tuple[str, ...]]:
     tokens = [t for t in tokens if len(t) <= MAX_TERM_LENGTH]
     kept = [t for t in tokens if t not in STOP_WORDS] or tokens
     groups: list[tuple[str, ...]] = []
-    seen: set[str] = set()
+    seen: set[frozenset[str]] = set()
     for token in kept:
-        if token in seen:
+        others = SYNONYMS.get(token) or _STEM_SYNONYMS.get(stem(token), ())
+        group = (token, *(o for o in others if o != token))
+        # "tests" and "test" (or a word and its synonym) stem alike: one group, not two, so the
+        # index walks that posting list once.
+        key = frozenset(stem(word) for alt in group for word in alt.split())
+        if key in seen:
             continue
-        seen.add(token)
-        groups.append((token, *SYNONYMS.get(token, ())))
+        seen.add(key)
+        groups.append(group)
     return groups

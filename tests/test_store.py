@@ -224,3 +224,10 @@ def test_migration_rebuilds_an_old_fts5_index(tmp_path) -> None:  # noqa: ANN001
         assert migrate(store.engine) == []
     finally:
         store.close()
+
+
+def test_query_words_that_stem_alike_make_one_group() -> None:
+    from engram.analysis import query_groups
+
+    groups = query_groups("tests test_read testing database db")
+    assert groups == [("tests", "test", "spec", "pytest"), ("read",), ("database", "db")]

@@ -661,7 +661,8 @@ class RealisticCorpus:
     def describe(self) -> str:
         sizes = ", ".join(f"{name} {len(self.projects[name].files)}" for name, _ in PROJECTS)
         return (f"realistic: {len(self.all.files)} Python stdlib files "
-                f"({self.n_bytes / 1e6:.1f} MB) from {self.root}, split over projects ({sizes} files); "
+                f"({self.n_bytes / 1e6:.1f} MB) from {self.root}, split over projects "
+                f"({sizes} files); "
                 f"{len(self.dists)} installed distributions (pip), {len(self.npm)} npm packages; "
                 f"prose: {self.prose_source}; read in {self.seconds:.1f}s")
 
@@ -1098,7 +1099,7 @@ class RealisticEventFactory(EventFactory):
                    'no changes added to commit (use "git add" and/or "git commit -a")']
             return "git status", "Show working tree status", "\n".join(out), ""
         if kind == "diff":
-            out: list[str] = []
+            out = []
             for _ in range(20):
                 if sum(len(x) + 1 for x in out) >= budget:
                     break
