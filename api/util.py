@@ -38,6 +38,20 @@ def scope_from(project: Any, agent_id: Any = None) -> Scope:
                        details={"fields": {"project": str(exc)}}) from None
 
 
+def found_in_scope(item: dict[str, Any] | None, what: str, ident: str) -> dict[str, Any]:
+    """A read by id: 404 when the item is missing, or outside the scope the caller passed as
+    ``?project=`` (and ``agentId=``); ids are addresses, the scope is still honoured."""
+    if item is not None and (request.args.get("project") or request.args.get("agentId")):
+        scope = scope_from(request.args.get("project") or "*", request.args.get("agentId"))
+        in_project = scope.all_projects or item.get("project") in scope.projects()
+        owner = item.get("agentId")
+        if not in_project or (scope.agent_id is not None and owner not in (None, scope.agent_id)):
+            item = None
+    if item is None:
+        raise ApiError(404, f"no {what} {ident!r}")
+    return item
+
+
 def store() -> Store:
     return current_app.extensions["engram.store"]
 

@@ -324,6 +324,10 @@ def test_session_lifecycle_with_summary(api: Api, project: str) -> None:
     assert "src/checkout.py" in session["summaryData"]["filesChanged"]
     listed = api.get(f"/v1/sessions?project={project}")[1]
     assert [s["id"] for s in listed["items"]] == ["s-life"] and listed["nextCursor"] is None
+    # reads by id honour a scope when one is given
+    assert api.get(f"/v1/sessions/s-life?project={project}")[0] == 200
+    assert api.get("/v1/sessions/s-life?project=elsewhere")[0] == 404
+    assert api.get("/v1/sessions/s-life/observations?project=elsewhere")[0] == 404
     timeline = api.get("/v1/sessions/s-life/observations")[1]["items"]
     assert [o["kind"] for o in timeline] == ["prompt", "read", "command", "edit", "command"]
     hits = api.post("/v1/search", {"query": "checkout test summary", "project": project,
@@ -437,6 +441,8 @@ def test_memory_versions_forget_and_audit(api: Api, project: str) -> None:
     assert status == 200 and updated["version"] == 2
     hits = api.post("/v1/search", {"query": "API port", "project": project})[1]["items"]
     assert [h["text"] for h in hits] == ["The API port is 9090"]  # superseded never returns
+    assert api.get(f"/v1/memories/{memory['id']}?project=elsewhere")[0] == 404
+    assert api.get(f"/v1/memories/{memory['id']}?project={project}&agentId=bob")[0] == 200
     full = api.get(f"/v1/memories/{memory['id']}")[1]
     assert [v["content"] for v in full["versions"]] == ["The API port is 8080",
                                                         "The API port is 9090"]

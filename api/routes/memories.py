@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 
 from api.errors import ApiError
-from api.util import json_body, limit_arg, page, scope_from, store
+from api.util import found_in_scope, json_body, limit_arg, page, scope_from, store
 from engram import memories, search
 
 bp = Blueprint("memories", __name__)
@@ -39,9 +39,7 @@ def list_() -> Any:
 @bp.get("/v1/memories/<memory_id>")
 def get(memory_id: str) -> Any:
     item = memories.get(store(), memory_id, with_versions=True)
-    if item is None:
-        raise ApiError(404, f"no memory {memory_id!r}")
-    return jsonify(item)
+    return jsonify(found_in_scope(item, "memory", memory_id))
 
 
 @bp.patch("/v1/memories/<memory_id>")

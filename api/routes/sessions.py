@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 
 from api.errors import ApiError
-from api.util import json_body, limit_arg, page, scope_from, settings, store
+from api.util import found_in_scope, json_body, limit_arg, page, scope_from, settings, store
 from engram import context, observations, sessions
 from engram.events import MAX_ID_LENGTH
 
@@ -72,16 +72,12 @@ def list_() -> Any:
 
 @bp.get("/v1/sessions/<session_id>")
 def get(session_id: str) -> Any:
-    session = sessions.get(store(), session_id)
-    if session is None:
-        raise ApiError(404, f"no session {session_id!r}")
-    return jsonify(session)
+    return jsonify(found_in_scope(sessions.get(store(), session_id), "session", session_id))
 
 
 @bp.get("/v1/sessions/<session_id>/observations")
 def timeline(session_id: str) -> Any:
-    if sessions.get(store(), session_id) is None:
-        raise ApiError(404, f"no session {session_id!r}")
+    found_in_scope(sessions.get(store(), session_id), "session", session_id)
     items, cursor = observations.timeline(store(), session_id, limit_arg(),
                                           request.args.get("cursor"))
     return jsonify(page(items, cursor))
@@ -90,9 +86,7 @@ def timeline(session_id: str) -> Any:
 @bp.get("/v1/observations/<observation_id>")
 def get_observation(observation_id: str) -> Any:
     item = observations.get(store(), observation_id)
-    if item is None:
-        raise ApiError(404, f"no observation {observation_id!r}")
-    return jsonify(item)
+    return jsonify(found_in_scope(item, "observation", observation_id))
 
 
 @bp.delete("/v1/observations/<observation_id>")
