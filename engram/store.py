@@ -7,6 +7,7 @@ never open engines of their own.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,10 @@ class Store:
     def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
         self.engine = engine
         self.keyword = keyword or keyword_index_for(engine)
+        # SQLite admits one writer; a thread that finds the lock taken sleeps in SQLite's busy
+        # handler in growing steps (up to 100 ms) even when the lock frees a millisecond later.
+        # Queueing this process's writers on a Python lock first hands the lock over at once.
+        self._write_lock = threading.Lock() if is_sqlite(engine) else None
 
     @classmethod
     def open(cls, database_url: str) -> Store:
@@ -41,7 +46,11 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """One write transaction (committed on exit, rolled back on error)."""
-        with write_transaction(self.engine) as conn:
+        if self._write_lock is None:
+            with write_transaction(self.engine) as conn:
+                yield conn
+            return
+        with self._write_lock, write_transaction(self.engine) as conn:
             yield conn
 
     @contextmanager
