@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "they are stored, then search them. Uses the project 'engram-demo'.")
     _common(p)
     _client_args(p)
+
+    _add_bench_parser(sub)
     return parser
 
 
@@ -310,10 +312,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), args.url)
 
 
+def _add_bench_parser(sub: Any) -> None:
+    from engram.bench import options  # argparse only; the harness loads lazily in cmd_bench
+
+    p = sub.add_parser("bench", help="measure retrieval quality on public benchmarks",
+                       description=options.DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_arguments(p)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from engram.bench.command import main as bench_main
+
+    return bench_main(args)
+
+
 COMMANDS = {
     "serve": cmd_serve, "worker": cmd_worker, "beat": cmd_beat, "status": cmd_status,
-    "export": cmd_export, "import": cmd_import, "demo": cmd_demo,
+    "export": cmd_export, "import": cmd_import, "demo": cmd_demo, "bench": cmd_bench,
 }
+
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import ENGRAM, Cluster, free_port, wait_for
 
-COMMANDS = ["serve", "worker", "beat", "status", "export", "import", "demo"]
+COMMANDS = ["serve", "worker", "beat", "status", "export", "import", "demo", "bench"]
 
 
 def run(args: list[str], env: dict[str, str] | None = None, timeout: float = 60,

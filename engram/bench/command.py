@@ -1,0 +1,68 @@
+"""``engram bench``: load a dataset, run the retrievers, print the table, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from engram.bench import report
+from engram.bench.datasets import DatasetError, limit_queries, load
+from engram.bench.retrievers import RETRIEVERS
+from engram.bench.runner import run
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_data_dir() -> Path:
+    """ENGRAM_BENCH_DATA, else ``../shared/data`` beside the repository checkout."""
+    env = os.environ.get("ENGRAM_BENCH_DATA")
+    return Path(env) if env else (REPO_ROOT.parent / "shared" / "data")
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"engram bench: {message}", file=sys.stderr)
+    return code
+
+
+def main(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in RETRIEVERS]
+    if not names or unknown:
+        return _fail(f"unknown retriever {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(RETRIEVERS)}")
+    if args.limit is not None and args.limit < 1:
+        return _fail("--limit must be at least 1")
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    started = time.perf_counter()
+    _progress(f"loading {args.dataset} from {data_dir} ...")
+    try:
+        dataset = load(args.dataset, data_dir, args.level, args.protocol, args.session_docs)
+    except DatasetError as exc:
+        return _fail(str(exc))
+    except (OSError, ValueError, KeyError) as exc:
+        return _fail(f"cannot read {args.dataset} from {data_dir}: {exc!r}", EXIT_FAILURE)
+    dataset = limit_queries(dataset, args.limit)
+    _progress(f"loaded {len(dataset.docs)} documents, {len(dataset.queries)} questions "
+              f"({time.perf_counter() - started:.1f}s); {'; '.join(dataset.notes)}")
+    if not dataset.queries:
+        return _fail("no question can be scored with these options", EXIT_FAILURE)
+    results = run(dataset, names, _progress, max(1, args.progress_every))
+    print(report.render(dataset, results, args.session_docs, args.markdown))
+    if args.json:
+        options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir)}
+        document = report.as_json(dataset, results, args.session_docs, options)
+        try:
+            Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            return _fail(f"cannot write {args.json}: {exc.strerror or exc}", EXIT_FAILURE)
+        _progress(f"wrote {args.json}")
+    return EXIT_OK

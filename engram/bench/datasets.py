@@ -1,0 +1,264 @@
+"""Benchmark loaders, normalised to documents and queries with gold unit ids.
+
+A *unit* is what a level scores: a session id at session level, a turn id at turn level. Each
+question has its own *haystack* (the documents it is searched against); retrievers keep
+haystacks apart (bm25: one Scope project per haystack inside one index).
+
+Session level indexes whole sessions as documents by default, as LongMemEval's official
+session granularity does and as the reference figures in the data README are measured
+(``session_docs="whole"``). ``session_docs="best-turn"`` indexes turns instead and ranks each
+session by its best-ranked turn, which is how Engram's server (observations = turns) would
+answer. Turn ids are ``<session id>_<1-based turn index>`` (LongMemEval's own ids) or the
+LoCoMo dialog id ``D<session>:<turn>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+LEVELS = ("session", "turn")
+PROTOCOLS = ("official", "all-turns")
+SESSION_DOCS = ("whole", "best-turn")
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
+                     5: "adversarial"}
+
+
+class DatasetError(Exception):
+    """The data is missing or cannot be used as asked (message is for the user)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Doc:
+    doc_id: str  # unique in the dataset
+    unit_id: str  # what this document counts as when scoring (session or turn id)
+    haystack: str
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Query:
+    query_id: str
+    text: str
+    haystack: str
+    gold: frozenset[str]  # unit ids
+    category: str
+
+
+@dataclasses.dataclass
+class Dataset:
+    name: str
+    level: str
+    protocol: str
+    docs: list[Doc]
+    queries: list[Query]
+    notes: list[str] = dataclasses.field(default_factory=list)
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Turn:
+    turn_id: str
+    text: str
+    indexed: bool  # under the protocol (official LongMemEval: user turns only)
+
+
+def _group(level: str, session_docs: str, haystack: str,
+           sessions: Iterable[tuple[str, list[Turn]]]) -> list[Doc]:
+    """Documents of one haystack: whole sessions, or turns (unit = turn or its session)."""
+    docs: list[Doc] = []
+    for s_index, (session_id, turns) in enumerate(sessions):
+        kept = [t for t in turns if t.indexed and t.text.strip()]
+        if level == "session" and session_docs == "whole":
+            if kept:
+                docs.append(Doc(f"{haystack}/{s_index}", session_id, haystack,
+                                "\n".join(t.text for t in kept)))
+            continue
+        for turn in kept:
+            unit = session_id if level == "session" else turn.turn_id
+            docs.append(Doc(f"{haystack}/{s_index}/{turn.turn_id}", unit, haystack, turn.text))
+    return docs
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise DatasetError(f"data file not found: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+# LongMemEval -----------------------------------------------------------------------------
+
+def load_longmemeval(path: Path, name: str, level: str, protocol: str,
+                     session_docs: str) -> Dataset:
+    """Official: user turns only; skip ``_abs`` questions and those without user-side
+    evidence (an answer session counts as gold only if one of its user turns has_answer).
+    All-turns: every turn; every question with gold at the level."""
+    official = protocol == "official"
+    docs: list[Doc] = []
+    queries: list[Query] = []
+    skipped = {"abstention": 0, "no evidence": 0}
+    for item in _read_json(path):
+        qid = item["question_id"]
+        if official and qid.endswith("_abs"):
+            skipped["abstention"] += 1
+            continue
+        sessions: list[tuple[str, list[Turn]]] = []
+        gold_turns: set[str] = set()
+        evidence_sessions: set[str] = set()
+        for session_id, session in zip(item["haystack_session_ids"], item["haystack_sessions"],
+                                       strict=True):
+            turns = []
+            for t_index, turn in enumerate(session, start=1):
+                indexed = turn["role"] == "user" or not official
+                turn_id = f"{session_id}_{t_index}"
+                turns.append(Turn(turn_id, turn["content"], indexed))
+                if indexed and turn.get("has_answer"):
+                    gold_turns.add(turn_id)
+                    evidence_sessions.add(session_id)
+            sessions.append((session_id, turns))
+        answer_sessions = set(item["answer_session_ids"])
+        if level == "turn":
+            gold = gold_turns
+        else:
+            gold = answer_sessions & evidence_sessions if official else answer_sessions
+        if not gold:
+            skipped["no evidence"] += 1
+            continue
+        docs.extend(_group(level, session_docs, qid, sessions))
+        queries.append(Query(qid, item["question"], qid, frozenset(gold),
+                             item.get("question_type", "")))
+    side = "user-side " if official else ""
+    reasons = {"abstention": "abstention (_abs)",
+               "no evidence": f"without {side}evidence at {level} level"}
+    skips = [f"{n} {reasons[k]}" for k, n in skipped.items() if n]
+    notes = [f"{len(queries)} questions scored; skipped {' and '.join(skips) or 'none'}"]
+    return Dataset(name, level, protocol, docs, queries, notes,
+                   {k: v for k, v in skipped.items() if v})
+
+
+# LoCoMo ------------------------------------------------------------------------------------
+
+_DIALOG_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+def normalise_evidence(raw: Iterable[str], known: set[str]) -> tuple[list[str], int, int]:
+    """LoCoMo evidence as clean dialog ids: ``"D8:6; D9:17"`` and ``"D9:1 D4:4"`` are split,
+    ``D30:05`` -> ``D30:5``, ``D:11:26`` -> ``D11:26``; ids not in the conversation (past the
+    end of a session, bare ``D``) are dropped. Returns (ids, repaired, dropped)."""
+    ids: list[str] = []
+    repaired = dropped = 0
+    for entry in raw:
+        parts = [p for p in re.split(r"[;,\s]+", entry) if p]
+        if len(parts) != 1:
+            repaired += 1
+        for part in parts:
+            match = _DIALOG_ID.fullmatch(part)
+            dialog_id = f"D{int(match.group(1))}:{int(match.group(2))}" if match else part
+            if dialog_id not in known:
+                dropped += 1
+                continue
+            if dialog_id != part:
+                repaired += 1
+            if dialog_id not in ids:
+                ids.append(dialog_id)
+    return ids, repaired, dropped
+
+
+def _locomo_sessions(conversation: dict[str, Any]) -> list[tuple[str, list[Turn]]]:
+    numbers = sorted(int(m.group(1)) for key in conversation
+                     if (m := re.fullmatch(r"session_(\d+)", key)))
+    sessions = []
+    for number in numbers:
+        turns = []
+        for turn in conversation[f"session_{number}"]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares an image: {turn['blip_caption']}]"
+            turns.append(Turn(turn["dia_id"], text, True))
+        sessions.append((f"S{number}", turns))
+    return sessions
+
+
+def load_locomo(path: Path, name: str, level: str, protocol: str,
+                session_docs: str) -> Dataset:
+    docs: list[Doc] = []
+    queries: list[Query] = []
+    repaired = dropped_ids = no_evidence = 0
+    for conv in _read_json(path):
+        haystack = conv["sample_id"]
+        sessions = _locomo_sessions(conv["conversation"])
+        docs.extend(_group(level, session_docs, haystack, sessions))
+        known = {t.turn_id for _, turns in sessions for t in turns}
+        for q_index, qa in enumerate(conv["qa"]):
+            ids, fixed, dropped = normalise_evidence(qa.get("evidence") or [], known)
+            repaired, dropped_ids = repaired + fixed, dropped_ids + dropped
+            if not ids:
+                no_evidence += 1
+                continue
+            gold = {f"S{i[1:].split(':')[0]}" for i in ids} if level == "session" else set(ids)
+            category = qa.get("category")
+            label = f"{category} {LOCOMO_CATEGORIES.get(category, '?')}"
+            queries.append(Query(f"{haystack}/q{q_index}", qa["question"], haystack,
+                                 frozenset(gold), label))
+    notes = [f"{len(queries)} QAs scored; {no_evidence} dropped (no usable evidence); "
+             f"{repaired} malformed evidence ids repaired, {dropped_ids} dropped (not in the "
+             "conversation)"]
+    return Dataset(name, level, protocol, docs, queries, notes,
+                   {"no usable evidence": no_evidence} if no_evidence else {})
+
+
+# coding-agent-life -------------------------------------------------------------------------
+
+def load_coding_agent_life(path: Path, name: str, level: str, protocol: str,
+                           session_docs: str) -> Dataset:
+    if level != "session":
+        raise DatasetError("coding-agent-life has session-level gold only (goldSessionIds); "
+                           "use --level session")
+    haystack = "coding-agent-life"
+    docs = [Doc(f"{haystack}/{s['id']}", s["id"], haystack, s["content"])
+            for s in _read_json(path / "sessions.json")]
+    queries = [Query(q["id"], q["question"], haystack, frozenset(q["goldSessionIds"]),
+                     q.get("type", "")) for q in _read_json(path / "queries.json")]
+    return Dataset(name, level, protocol, docs, queries,
+                   [f"{len(queries)} queries scored over {len(docs)} sessions"])
+
+
+Loader = Callable[[Path, str, str, str, str], Dataset]
+
+LOADERS: dict[str, tuple[str, Loader]] = {
+    "longmemeval-s": ("longmemeval/longmemeval_s_cleaned_498.json.gz", load_longmemeval),
+    "longmemeval-oracle": ("longmemeval/longmemeval_oracle.json.gz", load_longmemeval),
+    "locomo": ("locomo/locomo10.json", load_locomo),
+    "coding-agent-life": ("coding-agent-life-v1", load_coding_agent_life),
+}
+
+
+def load(name: str, data_dir: Path, level: str = "session", protocol: str = "official",
+         session_docs: str = "whole") -> Dataset:
+    if name not in LOADERS:
+        raise DatasetError(f"unknown dataset {name!r}; choose from {', '.join(LOADERS)}")
+    if not data_dir.is_dir():
+        raise DatasetError(f"benchmark data dir not found: {data_dir} (pass --data-dir or "
+                           "set ENGRAM_BENCH_DATA)")
+    relative, loader = LOADERS[name]
+    if not (data_dir / relative).exists():
+        raise DatasetError(f"{name} is not in {data_dir}: {relative} is missing")
+    return loader(data_dir / relative, name, level, protocol, session_docs)
+
+
+def limit_queries(dataset: Dataset, limit: int | None) -> Dataset:
+    """The first ``limit`` queries and only the documents of their haystacks."""
+    if limit is None or limit >= len(dataset.queries):
+        return dataset
+    queries = dataset.queries[:limit]
+    haystacks = {q.haystack for q in queries}
+    docs = [d for d in dataset.docs if d.haystack in haystacks]
+    note = f"--limit: only the first {limit} of them are run"
+    return dataclasses.replace(dataset, queries=queries, docs=docs, notes=[*dataset.notes, note])

@@ -1,0 +1,68 @@
+"""Arguments of ``engram bench``. Only argparse here: ``engram --help`` builds this parser."""
+
+from __future__ import annotations
+
+import argparse
+
+DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life")
+DEFAULT_RETRIEVERS = "grep,bm25"
+
+DESCRIPTION = """\
+Measure retrieval quality on public long-term-memory benchmarks, retrievers side by side
+(rows = retrievers, columns = metrics): recall_any@k and recall_all@k for k = 1, 3, 5, 10,
+recall@10 (fraction of gold found), nDCG@10, MRR, and p50/p95 latency of the search call.
+
+Retrievers:
+  grep   baseline: documents ranked by how many distinct query words (lower-cased, stop
+         words removed) occur as substrings, ties by total occurrences
+  bm25   the server's keyword search (SQLite FTS5, stemmed, code synonyms), through a real
+         store; each question's haystack is one Scope project of a shared index
+
+Datasets (read from the data dir at run time, never copied):
+  longmemeval-s       LongMemEval-S cleaned, 498 questions, ~48 sessions of haystack each
+  longmemeval-oracle  LongMemEval oracle split: evidence sessions only
+  locomo              LoCoMo-10: 10 conversations, 1,986 QAs; results per category
+                      (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial);
+                      malformed evidence ids are repaired or dropped, counts printed
+  coding-agent-life   15 coding-agent sessions, 15 queries (session level; a smoke test)
+
+Levels: session (gold = evidence sessions) or turn (gold = evidence turns / dialog ids).
+At session level, sessions are indexed as whole documents (--session-docs whole, as
+LongMemEval's official session granularity); --session-docs best-turn indexes turns and
+ranks each session by its best-ranked turn, as the server (observations) would.
+
+LongMemEval protocols:
+  official   index user turns only; skip abstention questions (_abs) and questions with no
+             user-side evidence (~418 scored); session gold = answer sessions with a user
+             turn that has_answer, turn gold = user turns with has_answer
+  all-turns  index every turn (user and assistant), score every question with gold at the
+             level, as other memory tools report
+
+Examples:
+  engram bench coding-agent-life
+  engram bench longmemeval-s --level turn --protocol official --json lme-turn.json
+  engram bench locomo --level turn --markdown
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=DATASETS, metavar="DATASET",
+                        help=f"one of: {', '.join(DATASETS)}")
+    parser.add_argument("--level", choices=("session", "turn"), default="session",
+                        help="score evidence sessions or evidence turns (default session)")
+    parser.add_argument("--protocol", choices=("official", "all-turns"), default="official",
+                        help="LongMemEval protocol (default official); ignored elsewhere")
+    parser.add_argument("--session-docs", choices=("whole", "best-turn"), default="whole",
+                        help="session level: index whole sessions, or turns ranked by their "
+                             "best turn (default whole)")
+    parser.add_argument("--retrievers", default=DEFAULT_RETRIEVERS, metavar="LIST",
+                        help=f"comma-separated retrievers (default {DEFAULT_RETRIEVERS})")
+    parser.add_argument("--limit", type=int, metavar="N",
+                        help="score only the first N questions (and index only their haystacks)")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="benchmark data (default: ENGRAM_BENCH_DATA, else ../shared/data "
+                             "beside the repository)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--progress-every", type=int, default=50, metavar="N",
+                        help="print progress every N questions (default 50)")

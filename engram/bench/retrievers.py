@@ -1,0 +1,125 @@
+"""Retrievers under test, behind one small interface and a registry.
+
+A retriever indexes documents (each in a haystack) and answers a query within one haystack
+with document ids, best first. Register a new one (vector, hybrid, graph) with ``@register``;
+``engram bench --retrievers`` picks them by name. The runner times ``search`` alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from engram.analysis import STOP_WORDS
+from engram.bench.datasets import Doc
+
+
+class Retriever(Protocol):
+    name: str
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        """Index a batch of documents (called repeatedly, before any search)."""
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        """Document ids of ``haystack`` best first, at most ``limit``."""
+
+    def close(self) -> None: ...
+
+
+RetrieverFactory = Callable[[Path], Retriever]
+"""Builds a retriever given a private scratch directory (deleted after the run)."""
+
+RETRIEVERS: dict[str, RetrieverFactory] = {}
+
+
+def register(name: str) -> Callable[[RetrieverFactory], RetrieverFactory]:
+    def decorate(factory: RetrieverFactory) -> RetrieverFactory:
+        RETRIEVERS[name] = factory
+        return factory
+    return decorate
+
+
+_QUERY_WORD = re.compile(r"[a-z0-9]+")
+
+
+def grep_words(query: str) -> list[str]:
+    """Distinct lower-cased query words, stop words and single characters removed (a lone
+    letter such as the ``s`` of "what's" is a substring of nearly every document)."""
+    words: list[str] = []
+    for word in _QUERY_WORD.findall(query.lower()):
+        if len(word) > 1 and word not in STOP_WORDS and word not in words:
+            words.append(word)
+    return words
+
+
+@register("grep")
+class GrepRetriever:
+    """Baseline: rank by how many distinct query words occur as substrings (case-insensitive),
+    ties by total occurrences, then by document order. Documents matching no word are left out."""
+
+    name = "grep"
+
+    def __init__(self, workdir: Path | None = None) -> None:
+        self._docs: dict[str, list[tuple[str, str]]] = defaultdict(list)
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        for doc in docs:
+            self._docs[doc.haystack].append((doc.doc_id, doc.text.lower()))
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        words = grep_words(query)
+        scored: list[tuple[int, int, int, str]] = []
+        for position, (doc_id, text) in enumerate(self._docs.get(haystack, ())):
+            counts = [text.count(word) for word in words]
+            distinct = sum(1 for c in counts if c)
+            if distinct:
+                scored.append((-distinct, -sum(counts), position, doc_id))
+        scored.sort()
+        return [doc_id for *_, doc_id in scored[:limit]]
+
+    def close(self) -> None:
+        self._docs.clear()
+
+
+@register("bm25")
+class Bm25Retriever:
+    """The server's keyword search: a real Store (SQLite file in the scratch dir); documents go
+    in through ``store.keyword.upsert`` and come back from ``store.keyword.search`` with one
+    ``Scope`` project per haystack, so one index serves every question, scoped before ranking.
+
+    One caveat of sharing the index: BM25 statistics (idf, average length) are over every
+    haystack, not the question's alone."""
+
+    name = "bm25"
+
+    def __init__(self, workdir: Path) -> None:
+        from engram.store import Store
+
+        self.store = Store.open(f"sqlite:///{workdir / 'bench.db'}")
+        self._conn: Any = None
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        from engram.keyword import KeywordDoc
+
+        with self.store.write() as conn:
+            for doc in docs:
+                self.store.keyword.upsert(conn, KeywordDoc(
+                    doc_id=doc.doc_id, kind="observation", project=doc.haystack,
+                    body=doc.text, created_at=0.0, session_id=doc.unit_id))
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        from engram.scope import Scope
+
+        if self._conn is None:  # one read connection for all queries: no pool checkout per call
+            self._conn = self.store.engine.connect()
+        hits = self.store.keyword.search(self._conn, query, Scope(project=haystack), limit)
+        return [hit.doc_id for hit in hits]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self.store.close()

@@ -1,0 +1,274 @@
+"""The retrieval benchmark harness (engram/bench): metric math by hand, loaders on the real
+data (read from ../shared/data beside the repository, never copied), both retrievers end to end,
+and the `engram bench` command as a subprocess."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engram.bench import metrics
+from engram.bench.datasets import (
+    Dataset,
+    DatasetError,
+    Doc,
+    Query,
+    limit_queries,
+    load,
+    normalise_evidence,
+)
+from engram.bench.options import DATASETS
+from engram.bench.retrievers import RETRIEVERS, Bm25Retriever, GrepRetriever, grep_words
+from engram.bench.runner import run
+from tests.support import ENGRAM, REPO
+
+DATA = REPO.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(),
+                                reason=f"benchmark data not found at {DATA} (../shared/data)")
+
+
+# metrics ------------------------------------------------------------------------------------
+
+def test_recall_ndcg_mrr_by_hand() -> None:
+    got = metrics.score(["a", "b", "c", "d"], {"b", "d"})
+    assert got["recall_any@1"] == 0.0 and got["recall_any@3"] == 1.0
+    assert got["recall_all@3"] == 0.0 and got["recall_all@5"] == 1.0
+    assert got["recall@1"] == 0.0 and got["recall@3"] == 0.5 and got["recall@10"] == 1.0
+    assert got["mrr"] == 0.5
+    # DCG = 1/log2(3) + 1/log2(5); ideal = 1 + 1/log2(3)
+    assert got["ndcg@10"] == pytest.approx((0.63093 + 0.43068) / 1.63093, abs=1e-4)
+
+
+def test_metrics_at_the_top_and_when_nothing_is_found() -> None:
+    perfect = metrics.score(["g", "x"], {"g"})
+    assert all(perfect[f"recall_any@{k}"] == perfect[f"recall_all@{k}"] == 1.0
+               for k in metrics.KS)
+    assert perfect["ndcg@10"] == 1.0 and perfect["mrr"] == 1.0
+    missed = metrics.score(["x", "y"], {"g"})
+    assert set(missed.values()) == {0.0}
+    assert metrics.score([], {"g"})["mrr"] == 0.0
+
+
+def test_gold_beyond_ten_counts_for_mrr_only() -> None:
+    ranked = [f"u{i}" for i in range(1, 21)]
+    got = metrics.score(ranked, {"u12"})
+    assert got["recall_any@10"] == 0.0 and got["ndcg@10"] == 0.0
+    assert got["mrr"] == pytest.approx(1 / 12)
+
+
+def test_ndcg_ideal_is_capped_at_ten_gold_units() -> None:
+    gold = {f"g{i}" for i in range(12)}
+    assert metrics.ndcg(sorted(gold), gold) == pytest.approx(1.0)
+    assert metrics.ndcg(["x", "g0"], {"g0", "g1"}) == pytest.approx(
+        (1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+
+
+def test_mean_dedupe_and_percentiles() -> None:
+    assert metrics.mean([{"m": 1.0}, {"m": 0.0}, {"m": 0.5}]) == {"m": 0.5}
+    assert metrics.dedupe(["s1", "s2", "s1", "s3", "s2"]) == ["s1", "s2", "s3"]
+    assert metrics.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)
+    assert metrics.percentile([7.0], 95) == 7.0 and metrics.percentile([], 50) == 0.0
+
+
+# retrievers ---------------------------------------------------------------------------------
+
+def _docs() -> list[Doc]:
+    return [Doc("a/1", "s1", "a", "We moved the Postgres database to a bigger host."),
+            Doc("a/2", "s2", "a", "Database backups: database dump runs nightly."),
+            Doc("a/3", "s3", "a", "Lunch was good."),
+            Doc("b/1", "s1", "b", "The database in project b: postgres too.")]
+
+
+def test_grep_ranks_by_distinct_words_then_occurrences() -> None:
+    assert grep_words("What's the Postgres database, what's it?") == ["postgres", "database"]
+    grep = GrepRetriever()
+    grep.add(_docs())
+    assert grep.search("postgres database", "a", 10) == ["a/1", "a/2"]
+    assert grep.search("database", "a", 10) == ["a/2", "a/1"]  # two occurrences beat one
+    assert grep.search("database", "a", 1) == ["a/2"]
+    assert grep.search("nothing matches", "a", 10) == []
+
+
+def test_bm25_uses_the_store_and_keeps_haystacks_apart(tmp_path: Path) -> None:
+    bm25 = Bm25Retriever(tmp_path)
+    try:
+        bm25.add(_docs())
+        with bm25.store.read() as conn:
+            assert bm25.store.keyword.count(conn) == 4
+        assert bm25.search("postgres database", "a", 10)[0] == "a/1"
+        assert bm25.search("postgres database", "b", 10) == ["b/1"]
+        assert bm25.search("lunch", "b", 10) == []
+    finally:
+        bm25.close()
+
+
+def test_registry_is_pluggable() -> None:
+    assert {"grep", "bm25"} <= set(RETRIEVERS)
+
+
+# loaders on the real data -------------------------------------------------------------------
+
+def test_locomo_evidence_ids_are_repaired_or_dropped() -> None:
+    known = {"D8:6", "D9:17", "D30:5", "D11:26", "D9:1", "D4:4"}
+    ids, repaired, dropped = normalise_evidence(
+        ["D8:6; D9:17", "D30:05", "D:11:26", "D", "D4:36", "D9:1 D4:4", "D8:6"], known)
+    assert ids == ["D8:6", "D9:17", "D30:5", "D11:26", "D9:1", "D4:4"]
+    assert dropped == 2 and repaired == 4
+
+
+@needs_data
+def test_locomo_loader_turn_and_session_level() -> None:
+    turn = load("locomo", DATA, "turn")
+    assert len(turn.docs) == 5882 and len(turn.queries) == 1982
+    assert turn.skipped == {"no usable evidence": 4}
+    assert "1982 QAs scored; 4 dropped" in turn.notes[0]
+    assert {q.category for q in turn.queries} == {
+        "1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
+    first = turn.queries[0]
+    assert first.gold == {"D1:3"} and first.haystack == "conv-26"
+    assert any(d.unit_id == "D1:3" and "Caroline:" in d.text for d in turn.docs)
+    session = load("locomo", DATA, "session")
+    assert len(session.docs) == 272 and session.queries[0].gold == {"S1"}
+    best_turn = load("locomo", DATA, "session", session_docs="best-turn")
+    assert len(best_turn.docs) == 5882 and best_turn.docs[0].unit_id == "S1"
+
+
+@needs_data
+def test_longmemeval_loader_protocols_on_a_slice(tmp_path: Path) -> None:
+    with gzip.open(DATA / "longmemeval" / "longmemeval_oracle.json.gz", "rt") as handle:
+        items = json.load(handle)
+    picked = [i for i in items if i["question_id"].endswith("_abs")][:2]
+    picked += [i for i in items if i["question_type"] == "single-session-assistant"][:3]
+    picked += [i for i in items if i["question_type"] == "multi-session"][:5]
+    sliced = tmp_path / "longmemeval" / "longmemeval_oracle.json.gz"
+    sliced.parent.mkdir()
+    with gzip.open(sliced, "wt") as handle:
+        json.dump(picked, handle)
+    official = load("longmemeval-oracle", tmp_path, "session", "official")
+    assert [q.query_id for q in official.queries] == [i["question_id"] for i in picked[5:]]
+    assert official.skipped == {"abstention": 2, "no evidence": 3}
+    assert all(not d.text.startswith("{") for d in official.docs)
+    turn = load("longmemeval-oracle", tmp_path, "turn", "official")
+    item = picked[5]
+    user_gold = {f"{sid}_{n}" for sid, session in zip(item["haystack_session_ids"],
+                                                      item["haystack_sessions"], strict=True)
+                 for n, t in enumerate(session, start=1)
+                 if t.get("has_answer") and t["role"] == "user"}
+    assert turn.queries[0].gold == user_gold
+    assert {d.unit_id for d in turn.docs} >= user_gold
+    all_turns = load("longmemeval-oracle", tmp_path, "turn", "all-turns")
+    assert len(all_turns.docs) > len(turn.docs)
+    assert len(all_turns.queries) >= 8  # assistant-side evidence counts, _abs is not skipped
+
+
+@needs_data
+def test_longmemeval_s_official_protocol_scores_418_questions() -> None:
+    dataset = load("longmemeval-s", DATA, "session", "official")
+    assert len(dataset.queries) == 418
+    assert dataset.skipped == {"abstention": 30, "no evidence": 50}
+    assert len({d.haystack for d in dataset.docs}) == 418
+    limited = limit_queries(dataset, 3)
+    assert len(limited.queries) == 3 and {d.haystack for d in limited.docs} == {
+        q.query_id for q in limited.queries}
+
+
+@needs_data
+def test_coding_agent_life_loader_and_load_errors(tmp_path: Path) -> None:
+    dataset = load("coding-agent-life", DATA)
+    assert len(dataset.docs) == 15 and len(dataset.queries) == 15
+    assert all(q.gold for q in dataset.queries)
+    with pytest.raises(DatasetError, match="session-level"):
+        load("coding-agent-life", DATA, "turn")
+    with pytest.raises(DatasetError, match="data dir not found"):
+        load("locomo", tmp_path / "missing")
+    with pytest.raises(DatasetError, match="is missing"):
+        load("locomo", tmp_path)
+    with pytest.raises(DatasetError, match="unknown dataset"):
+        load("nope", DATA)
+
+
+def test_cli_dataset_names_match_the_loaders() -> None:
+    from engram.bench.datasets import LOADERS
+
+    assert set(DATASETS) == set(LOADERS)
+
+
+# end to end ---------------------------------------------------------------------------------
+
+@needs_data
+def test_both_retrievers_find_every_coding_agent_life_session_in_the_top_5() -> None:
+    results = {r.name: r for r in run(load("coding-agent-life", DATA), ["grep", "bm25"])}
+    for name in ("grep", "bm25"):
+        result = results[name]
+        assert result.queries == 15
+        assert result.metrics["recall_any@5"] == 1.0, name
+        assert result.metrics["mrr"] > 0.8
+        assert 0.0 < result.latency_ms["p50"] <= result.latency_ms["p95"]
+
+
+@needs_data
+def test_bm25_beats_nothing_on_a_locomo_slice() -> None:
+    dataset = limit_queries(load("locomo", DATA, "turn"), 60)
+    results = {r.name: r for r in run(dataset, ["grep", "bm25"])}
+    assert results["bm25"].metrics["recall_any@10"] > 0.4
+    assert results["grep"].metrics["recall_any@10"] > 0.3
+
+
+def test_session_units_rank_by_their_best_document() -> None:
+    docs = [Doc("h/0/t1", "s0", "h", "alpha"), Doc("h/0/t2", "s0", "h", "alpha beta"),
+            Doc("h/1/t1", "s1", "h", "gamma alpha")]
+    dataset = Dataset("toy", "session", "official", docs,
+                      [Query("q", "alpha beta", "h", frozenset({"s1"}), "c")])
+    (result,) = run(dataset, ["grep"])
+    # ranked docs: h/0/t2, h/0/t1, h/1/t1 -> sessions s0, s1: the gold session is second
+    assert result.metrics["recall_any@1"] == 0.0 and result.metrics["mrr"] == 0.5
+
+
+# the command --------------------------------------------------------------------------------
+
+def _bench(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ENGRAM, "bench", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env}, cwd=REPO)
+
+
+@needs_data
+def test_cli_runs_coding_agent_life_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    result = _bench("coding-agent-life", "--json", str(out), "--data-dir", str(DATA))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("retriever") and "any@5" in line for line in lines)
+    assert any(line.startswith("grep ") for line in lines)
+    assert any(line.startswith("bm25 ") for line in lines)
+    assert "indexed 15/15 documents" in result.stderr
+    document = json.loads(out.read_text())
+    assert document["questionsScored"] == 15
+    assert document["retrievers"]["bm25"]["metrics"]["recall_any@5"] == 1.0
+    markdown = _bench("coding-agent-life", "--markdown", "--retrievers", "bm25",
+                      ENGRAM_BENCH_DATA=str(DATA))
+    assert markdown.returncode == 0 and "| bm25 |" in markdown.stdout
+
+
+def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
+    bad = _bench("no-such-dataset")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    assert "Traceback" not in bad.stderr + bad.stdout
+    missing = _bench("locomo", "--data-dir", str(tmp_path / "absent"))
+    assert missing.returncode == 2 and "data dir not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    retriever = _bench("locomo", "--retrievers", "grep,telepathy")
+    assert retriever.returncode == 2 and "telepathy" in retriever.stderr
+
+
+def test_cli_help_explains_datasets_and_protocols() -> None:
+    result = _bench("--help")
+    assert result.returncode == 0 and "usage: engram bench" in result.stdout
+    for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep"):
+        assert word in result.stdout
