@@ -85,10 +85,10 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
     if last is not None:
         when = (iso(last.ended_at) or "")[:10]
         summary = loads(last.summary_json, {}) or {}
-        lines = [last.summary.strip()]
-        if summary.get("errors") and "unresolved" in str(summary.get("outcome", "")):
-            lines.append("- Open items: unresolved errors above")
-        sections.append((f"## Last session ({when})", lines))
+        sections.append((f"## Last session ({when})", [last.summary.strip()]))
+        open_items = [f"- Unresolved: {error}" for error in summary.get("unresolvedErrors", [])]
+        if open_items:
+            sections.append(("## Open items", open_items))
 
     if query:
         found = search.search(store, query, scope, limit=10, mode="bm25",

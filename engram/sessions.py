@@ -73,7 +73,7 @@ def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = N
 
 
 def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) -> Any:
-    stmt = (select(sessions).where(sessions.c.summary.is_not(None))
+    stmt = (select(sessions).where(sessions.c.summary.is_not(None), sessions.c.summary != "")
             .order_by(sessions.c.ended_at.desc()).limit(1))
     if not scope.all_projects:
         stmt = stmt.where(sessions.c.project == scope.project)

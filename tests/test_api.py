@@ -552,3 +552,15 @@ def test_status_reports_components(api: Api) -> None:
     assert report["indexes"]["keyword"]["backend"] == "fts5"
     # the embedded server sweeps its inbox when it starts
     assert report["sweeper"]["lastSweepSecondsAgo"] is not None
+
+
+def test_context_lists_unresolved_errors_of_the_last_session_as_open_items(
+        api: Api, project: str) -> None:
+    _session(api, project, "s-open", "make the build green", [
+        ("Bash", {"command": "make build"},
+         {"stdout": "error: linker failed: undefined symbol foo_init", "exit_code": 2})])
+    api.post("/v1/sessions/s-open/end")
+    wait_for(lambda: api.get("/v1/sessions/s-open")[1]["summary"], 15, message="summary")
+    block = api.post("/v1/context", {"project": project})[1]["context"]
+    assert "## Open items" in block and "undefined symbol foo_init" in block.split(
+        "## Open items")[1]
