@@ -58,6 +58,17 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+EMBEDDERS = ("none", "local", "openai")
+"""Values of ENGRAM_EMBEDDER."""
+
+
+def _embedder(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in EMBEDDERS:
+        raise ValueError(f"expected one of {', '.join(EMBEDDERS)}, got {raw!r}")
+    return value
+
+
 def _port(raw: str) -> int:
     value = int(raw)
     if not 0 <= value <= 65535:
@@ -111,6 +122,20 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
          "Default token budget of the session-start context block."),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
+    Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "none",
+         "Dense-vector embedder: none, local (all-MiniLM-L6-v2 int8 on onnxruntime; needs the "
+         "`local` extra) or openai (any OpenAI-compatible /v1/embeddings endpoint)."),
+    Spec("ENGRAM_EMBEDDING_URL", "embedding_url", str, "https://api.openai.com/v1",
+         "Base URL of the OpenAI-compatible endpoint (embedder openai); /embeddings is appended. "
+         "Ollama: http://127.0.0.1:11434/v1."),
+    Spec("ENGRAM_EMBEDDING_MODEL", "embedding_model", str, "text-embedding-3-small",
+         "Model name sent to the OpenAI-compatible endpoint (embedder openai)."),
+    Spec("ENGRAM_EMBEDDING_API_KEY", "embedding_api_key", str, "",
+         "API key for the endpoint, sent as `Authorization: Bearer`. Empty: no header."),
+    Spec("ENGRAM_EMBEDDING_BATCH", "embedding_batch", _positive_int, 32,
+         "Texts per embedding call (one ONNX run, or one HTTP request)."),
+    Spec("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "embedding_timeout_seconds", _positive_float, 30.0,
+         "Timeout of one request to the embedding endpoint."),
 )
 
 
@@ -138,6 +163,12 @@ class Settings:
     max_import_bytes: int
     context_budget_tokens: int
     log_level: str
+    embedder: str
+    embedding_url: str
+    embedding_model: str
+    embedding_api_key: str
+    embedding_batch: int
+    embedding_timeout_seconds: float
 
     @property
     def embedded(self) -> bool:

@@ -96,7 +96,8 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
         problems.append({"component": "capture", "problem": f"oldest waiting capture is "
                          f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
                          "are busy"})
-    report["embedder"] = {"name": "none", "note": "vector search not configured yet"}
+    # Reported, not loaded: vector search is not wired into retrieval yet.
+    report["embedder"] = {"name": settings.embedder, "vectorSearch": False}
     report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
     return {"ok": not problems, **report, "problems": problems}
 

