@@ -24,8 +24,17 @@ from engram.bench.datasets import (
     normalise_evidence,
 )
 from engram.bench.options import DATASETS
-from engram.bench.retrievers import RETRIEVERS, Bm25Retriever, GrepRetriever, grep_words
+from engram.bench.retrievers import (
+    RETRIEVERS,
+    Bm25Retriever,
+    GrepRetriever,
+    HybridRetriever,
+    RetrieverOptions,
+    grep_words,
+)
 from engram.bench.runner import run
+from engram.bench.vectors import EmbeddingCache, VectorRetriever, rrf, rrf_scores
+from engram.embedders.local import LocalMiniLMEmbedder
 from tests.support import ENGRAM, REPO
 
 DATA = REPO.parent / "shared" / "data"
@@ -110,7 +119,107 @@ def test_bm25_uses_the_store_and_keeps_haystacks_apart(tmp_path: Path) -> None:
 
 
 def test_registry_is_pluggable() -> None:
-    assert {"grep", "bm25"} <= set(RETRIEVERS)
+    assert {"grep", "bm25", "vector", "hybrid"} <= set(RETRIEVERS)
+
+
+def test_rrf_by_hand() -> None:
+    # equal weights renormalise to 0.5 each: b is in both streams and wins
+    scores = rrf_scores([["a", "b", "c"], ["b", "d"]], [1.0, 1.0])
+    assert scores["a"] == pytest.approx(0.5 / 61)
+    assert scores["b"] == pytest.approx(0.5 / 62 + 0.5 / 61)
+    assert scores["c"] == pytest.approx(0.5 / 63) and scores["d"] == pytest.approx(0.5 / 62)
+    assert rrf([["a", "b", "c"], ["b", "d"]], [1.0, 1.0], 10) == ["b", "a", "d", "c"]
+    assert rrf([["a", "b", "c"], ["b", "d"]], [1.0, 1.0], 2) == ["b", "a"]
+    # weights 1.0 / 0.5 -> 2/3 and 1/3
+    weighted = rrf_scores([["a", "b"], ["b", "a"]], [1.0, 0.5])
+    assert weighted["a"] == pytest.approx((2 / 3) / 61 + (1 / 3) / 62)
+    assert rrf([["a", "b"], ["b", "a"]], [1.0, 0.5], 10) == ["a", "b"]
+    # equal scores: the better single rank wins, then the earlier stream
+    assert rrf([["a", "b"], ["b", "a"]], [1.0, 1.0], 10) == ["a", "b"]
+
+
+def test_rrf_renormalises_over_the_streams_that_answered() -> None:
+    # the vector stream returned nothing: bm25 alone carries the whole weight
+    scores = rrf_scores([["a", "b"], []], [1.0, 3.0])
+    assert scores == {"a": pytest.approx(1 / 61), "b": pytest.approx(1 / 62)}
+    assert rrf([[], ["x"]], [1.0, 1.0], 10) == ["x"]
+    assert rrf([["a"], ["b"]], [1.0, 0.0], 10) == ["a"]  # weight 0: the stream is ignored
+    assert rrf([[], []], [1.0, 1.0], 10) == []
+    with pytest.raises(ValueError):
+        rrf_scores([["a"]], [1.0, 1.0])
+
+
+class _CountingEmbedder:
+    """The real local MiniLM, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = LocalMiniLMEmbedder()
+        self.name = self.inner.name
+        self.dim = self.inner.dim
+        self.calls = 0
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def _toy_dataset() -> Dataset:
+    docs = _docs()
+    queries = [Query("q1", "postgres database host", "a", frozenset({"s1"}), "c"),
+               Query("q2", "what did we eat at noon?", "a", frozenset({"s3"}), "c")]
+    return Dataset("toy", "session", "official", docs, queries)
+
+
+def test_vector_retriever_ranks_by_cosine_and_keeps_haystacks_apart(tmp_path: Path) -> None:
+    vector = VectorRetriever(tmp_path, cache_dir=tmp_path / "cache")
+    try:
+        vector.add(_docs())
+        assert vector.search("postgres database host", "a", 10)[0] == "a/1"
+        assert vector.search("what did we eat at noon?", "a", 1) == ["a/3"]
+        assert vector.search("postgres database", "b", 10) == ["b/1"]
+        assert vector.search("anything", "nowhere", 10) == []
+        assert len(vector.search("database", "a", 10)) == 3  # every document is ranked
+    finally:
+        vector.close()
+
+
+def test_embeddings_are_cached_on_disk_so_a_second_run_embeds_nothing(tmp_path: Path) -> None:
+    dataset = _toy_dataset()
+    cache_dir = tmp_path / "cache"
+    first = _CountingEmbedder()
+    (result,) = run(dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir,
+                                                                  embedder=first))
+    distinct = len({d.text for d in dataset.docs} | {q.text for q in dataset.queries})
+    assert first.calls >= 1 and first.texts == distinct
+    assert result.metrics["recall_any@1"] == 1.0
+    second = _CountingEmbedder()
+    results = run(dataset, ["vector", "hybrid"],
+                  options=RetrieverOptions(cache_dir=cache_dir, embedder=second))
+    assert second.calls == 0 and second.texts == 0
+    assert results[0].metrics == result.metrics
+    cache = EmbeddingCache(cache_dir, first.name, first.dim)
+    try:
+        assert cache.count() == distinct
+        assert cache.path.name == "embeddings-all-minilm-l6-v2-int8.sqlite"
+    finally:
+        cache.close()
+
+
+def test_hybrid_fuses_the_bm25_and_vector_rankings(tmp_path: Path) -> None:
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    hybrid = HybridRetriever(tmp_path, options)
+    try:
+        hybrid.add(_docs())
+        bm25 = hybrid.bm25.search("lunch", "a", 100)
+        vector = hybrid.vector.search("lunch", "a", 100)
+        assert bm25 == ["a/3"] and len(vector) == 3
+        assert hybrid.search("lunch", "a", 10) == rrf([bm25, vector], [1.0, 1.0], 10)
+        assert hybrid.search("lunch", "a", 10)[0] == "a/3"
+        assert hybrid.search("postgres", "b", 10) == ["b/1"]
+    finally:
+        hybrid.close()
 
 
 # loaders on the real data -------------------------------------------------------------------
@@ -214,6 +323,18 @@ def test_both_retrievers_find_every_coding_agent_life_session_in_the_top_5() -> 
 
 
 @needs_data
+def test_vector_and_hybrid_find_every_coding_agent_life_session_in_the_top_5(
+        tmp_path: Path) -> None:
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    results = {r.name: r for r in run(load("coding-agent-life", DATA), ["vector", "hybrid"],
+                                      options=options)}
+    for name in ("vector", "hybrid"):
+        assert results[name].queries == 15
+        assert results[name].metrics["recall_any@5"] == 1.0, name
+    assert results["vector"].prepare_seconds > 0.0
+
+
+@needs_data
 def test_bm25_beats_nothing_on_a_locomo_slice() -> None:
     dataset = limit_queries(load("locomo", DATA, "turn"), 60)
     results = {r.name: r for r in run(dataset, ["grep", "bm25"])}
@@ -236,6 +357,20 @@ def test_session_units_rank_by_their_best_document() -> None:
 def _bench(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ENGRAM, "bench", *args], capture_output=True, text=True, timeout=60,
                           env={**os.environ, **env}, cwd=REPO)
+
+
+@needs_data
+def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
+    args = ("coding-agent-life", "--retrievers", "vector,hybrid", "--cache-dir",
+            str(tmp_path / "cache"), "--vector-weight", "0.5", "--data-dir", str(DATA))
+    first = _bench(*args)
+    assert first.returncode == 0, first.stderr
+    assert "embedding 30 texts" in first.stderr and "texts/s, ETA" in first.stderr
+    assert any(line.startswith("hybrid ") for line in first.stdout.splitlines())
+    second = _bench(*args)
+    assert second.returncode == 0 and "embedding" not in second.stderr.replace(
+        "embedding/cache", "")
+    assert (tmp_path / "cache" / "embeddings-all-minilm-l6-v2-int8.sqlite").is_file()
 
 
 @needs_data
@@ -265,10 +400,14 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     retriever = _bench("locomo", "--retrievers", "grep,telepathy")
     assert retriever.returncode == 2 and "telepathy" in retriever.stderr
+    weights = _bench("locomo", "--retrievers", "hybrid", "--bm25-weight", "0",
+                     "--vector-weight", "0")
+    assert weights.returncode == 2 and "--vector-weight" in weights.stderr
 
 
 def test_cli_help_explains_datasets_and_protocols() -> None:
     result = _bench("--help")
     assert result.returncode == 0 and "usage: engram bench" in result.stdout
-    for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep"):
+    for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep",
+                 "vector", "hybrid", "--cache-dir", "--vector-weight"):
         assert word in result.stdout

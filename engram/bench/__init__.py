@@ -4,7 +4,8 @@ Measures how well retrievers find the evidence of a question in public long-term
 benchmarks (LongMemEval, LoCoMo) and a small coding-agent set, side by side:
 
 - ``datasets``  loaders, normalised to documents and queries with gold unit ids
-- ``retrievers`` the pluggable retriever interface and its registry (grep, bm25 today)
+- ``retrievers`` the pluggable retriever interface and its registry (grep, bm25, vector, hybrid)
+- ``vectors`` the on-disk embedding cache, brute-force cosine ranking and weighted RRF
 - ``metrics``   recall_any@k, recall_all@k, nDCG@10, MRR, latency percentiles
 - ``runner``    indexes, queries and aggregates; ``report`` renders tables and JSON
 - ``options``   the ``engram bench`` arguments (argparse only, so ``engram --help`` stays fast)

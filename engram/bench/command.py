@@ -11,8 +11,9 @@ from pathlib import Path
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
-from engram.bench.retrievers import RETRIEVERS
+from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
+from engram.embedders.base import EmbedderError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,12 @@ def main(args: argparse.Namespace) -> int:
                      f"choose from {', '.join(RETRIEVERS)}")
     if args.limit is not None and args.limit < 1:
         return _fail("--limit must be at least 1")
+    if args.bm25_weight < 0 or args.vector_weight < 0 or \
+            args.bm25_weight + args.vector_weight <= 0:
+        return _fail("--bm25-weight and --vector-weight must be >= 0, not both 0")
+    cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else None
+    retriever_options = RetrieverOptions(cache_dir=cache_dir, bm25_weight=args.bm25_weight,
+                                         vector_weight=args.vector_weight)
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
     _progress(f"loading {args.dataset} from {data_dir} ...")
@@ -55,10 +62,19 @@ def main(args: argparse.Namespace) -> int:
               f"({time.perf_counter() - started:.1f}s); {'; '.join(dataset.notes)}")
     if not dataset.queries:
         return _fail("no question can be scored with these options", EXIT_FAILURE)
-    results = run(dataset, names, _progress, max(1, args.progress_every))
+    try:
+        results = run(dataset, names, _progress, max(1, args.progress_every),
+                      retriever_options)
+    except EmbedderError as exc:
+        return _fail(str(exc), EXIT_FAILURE)
+    for result in results:
+        if result.prepare_seconds:
+            _progress(f"[{result.name}] embedding/cache lookup took "
+                      f"{result.prepare_seconds:.1f}s of {result.index_seconds:.1f}s indexing")
     print(report.render(dataset, results, args.session_docs, args.markdown))
     if args.json:
-        options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir)}
+        options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir),
+                   "bm25Weight": args.bm25_weight, "vectorWeight": args.vector_weight}
         document = report.as_json(dataset, results, args.session_docs, options)
         try:
             Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -17,6 +17,12 @@ Retrievers:
          words removed) occur as substrings, ties by total occurrences
   bm25   the server's keyword search (SQLite FTS5, stemmed, code synonyms), through a real
          store; each question's haystack is one Scope project of a shared index
+  vector documents embedded with the local MiniLM (all-MiniLM-L6-v2 int8, onnxruntime; 256
+         tokens), ranked by cosine similarity within the haystack (numpy, brute force);
+         embeddings cached on disk (--cache-dir), so a second run embeds nothing
+  hybrid weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector rankings (top 100
+         of each), weights --bm25-weight / --vector-weight renormalised over the streams
+         that answered
 
 Datasets (read from the data dir at run time, never copied):
   longmemeval-s       LongMemEval-S cleaned, 498 questions, ~48 sessions of haystack each
@@ -42,6 +48,7 @@ Examples:
   engram bench coding-agent-life
   engram bench longmemeval-s --level turn --protocol official --json lme-turn.json
   engram bench locomo --level turn --markdown
+  engram bench longmemeval-s --retrievers bm25,vector,hybrid --vector-weight 0.5
 """
 
 
@@ -57,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "best turn (default whole)")
     parser.add_argument("--retrievers", default=DEFAULT_RETRIEVERS, metavar="LIST",
                         help=f"comma-separated retrievers (default {DEFAULT_RETRIEVERS})")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="embedding cache of the vector and hybrid retrievers (default: "
+                             "ENGRAM_BENCH_CACHE, else ~/.cache/engram/bench)")
+    parser.add_argument("--bm25-weight", type=float, default=1.0, metavar="W",
+                        help="hybrid: RRF weight of the bm25 ranking (default 1.0)")
+    parser.add_argument("--vector-weight", type=float, default=1.0, metavar="W",
+                        help="hybrid: RRF weight of the vector ranking (default 1.0)")
     parser.add_argument("--limit", type=int, metavar="N",
                         help="score only the first N questions (and index only their haystacks)")
     parser.add_argument("--data-dir", metavar="DIR",

@@ -1,12 +1,15 @@
 """Retrievers under test, behind one small interface and a registry.
 
 A retriever indexes documents (each in a haystack) and answers a query within one haystack
-with document ids, best first. Register a new one (vector, hybrid, graph) with ``@register``;
-``engram bench --retrievers`` picks them by name. The runner times ``search`` alone.
+with document ids, best first. Register a new one (graph, ...) with ``@register``;
+``engram bench --retrievers`` picks them by name. The runner times ``search`` alone. A
+retriever may also have ``prepare(docs, queries)``, called once with everything before ``add``
+and timed with indexing (the vector retriever embeds there).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -15,6 +18,7 @@ from typing import Any, Protocol
 
 from engram.analysis import STOP_WORDS
 from engram.bench.datasets import Doc
+from engram.bench.vectors import VectorRetriever, rrf
 
 
 class Retriever(Protocol):
@@ -29,8 +33,24 @@ class Retriever(Protocol):
     def close(self) -> None: ...
 
 
-RetrieverFactory = Callable[[Path], Retriever]
-"""Builds a retriever given a private scratch directory (deleted after the run)."""
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclasses.dataclass
+class RetrieverOptions:
+    """Settings a retriever may use (``engram bench`` options)."""
+
+    cache_dir: Path | None = None  # embedding cache; None = ENGRAM_BENCH_CACHE or ~/.cache/...
+    bm25_weight: float = 1.0  # hybrid: RRF weight of the bm25 stream
+    vector_weight: float = 1.0  # hybrid: RRF weight of the vector stream
+    fusion_depth: int = 100  # hybrid: documents asked of each stream (at least the limit)
+    embedder: Any = None  # vector: None = the local MiniLM
+    progress: Callable[[str], None] = _quiet
+
+
+RetrieverFactory = Callable[[Path, RetrieverOptions], Retriever]
+"""Builds a retriever given a private scratch directory (deleted after the run) and options."""
 
 RETRIEVERS: dict[str, RetrieverFactory] = {}
 
@@ -62,7 +82,8 @@ class GrepRetriever:
 
     name = "grep"
 
-    def __init__(self, workdir: Path | None = None) -> None:
+    def __init__(self, workdir: Path | None = None,
+                 options: RetrieverOptions | None = None) -> None:
         self._docs: dict[str, list[tuple[str, str]]] = defaultdict(list)
 
     def add(self, docs: Sequence[Doc]) -> None:
@@ -95,7 +116,7 @@ class Bm25Retriever:
 
     name = "bm25"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, options: RetrieverOptions | None = None) -> None:
         from engram.store import Store
 
         self.store = Store.open(f"sqlite:///{workdir / 'bench.db'}")
@@ -123,3 +144,51 @@ class Bm25Retriever:
             self._conn.close()
             self._conn = None
         self.store.close()
+
+
+@register("vector")
+def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> VectorRetriever:
+    """Cosine similarity over local MiniLM embeddings, cached on disk (see ``vectors``)."""
+    options = options or RetrieverOptions()
+    return VectorRetriever(workdir, options.cache_dir, options.embedder, options.progress)
+
+
+@register("hybrid")
+class HybridRetriever:
+    """Weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector retrievers' rankings,
+    each asked for the top ``fusion_depth`` (at least ``limit``) of the haystack; weights are
+    renormalised over the streams that answered."""
+
+    name = "hybrid"
+
+    def __init__(self, workdir: Path, options: RetrieverOptions | None = None) -> None:
+        options = options or RetrieverOptions()
+        self.options = options
+        self.bm25 = Bm25Retriever(workdir, options)
+        try:
+            self.vector = VectorRetriever(workdir, options.cache_dir, options.embedder,
+                                          options.progress)
+        except BaseException:
+            self.bm25.close()
+            raise
+        self.vector.name = self.name  # progress lines say [hybrid]
+
+    def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
+        self.vector.prepare(docs, queries)
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        self.bm25.add(docs)
+        self.vector.add(docs)
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        depth = max(limit, self.options.fusion_depth)
+        rankings = [self.bm25.search(query, haystack, depth),
+                    self.vector.search(query, haystack, depth)]
+        weights = [self.options.bm25_weight, self.options.vector_weight]
+        return rrf(rankings, weights, limit)
+
+    def close(self) -> None:
+        try:
+            self.bm25.close()
+        finally:
+            self.vector.close()

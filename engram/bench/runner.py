@@ -1,6 +1,8 @@
 """Run retrievers over a dataset: index, query, score, aggregate.
 
-Each retriever gets a fresh scratch directory, indexes every document of the dataset (one
+Each retriever gets a fresh scratch directory and the options, is given every document and
+query text once if it has ``prepare`` (the vector retriever embeds there, timed as indexing),
+indexes every document of the dataset (one
 index for all haystacks), then answers each query in its haystack. Only the ``search`` call is
 timed. Retrieved document ids become unit ids (a session ranks where its best document ranks)
 before scoring.
@@ -18,7 +20,7 @@ from typing import Any
 
 from engram.bench import metrics
 from engram.bench.datasets import Dataset
-from engram.bench.retrievers import RETRIEVERS
+from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 
 SEARCH_DEPTH = 100
 """Documents asked per query; enough for @10 metrics and for MRR in practice."""
@@ -39,6 +41,7 @@ class RetrieverResult:
     latency_ms: dict[str, float]
     index_seconds: float
     queries: int
+    prepare_seconds: float = 0.0  # part of index_seconds spent in ``prepare`` (embedding)
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -49,16 +52,19 @@ def _quiet(_: str) -> None:
 
 
 def run_retriever(name: str, dataset: Dataset, progress: Progress = _quiet,
-                  progress_every: int = 50) -> RetrieverResult:
+                  progress_every: int = 50,
+                  options: RetrieverOptions | None = None) -> RetrieverResult:
     if name not in RETRIEVERS:
         raise KeyError(name)
+    options = dataclasses.replace(options or RetrieverOptions(), progress=progress)
     unit_of = {doc.doc_id: doc.unit_id for doc in dataset.docs}
     finer = len(unit_of) > len({(d.haystack, d.unit_id) for d in dataset.docs})
     depth = BEST_TURN_DEPTH if finer else SEARCH_DEPTH
     with tempfile.TemporaryDirectory(prefix=f"engram-bench-{name}-") as workdir:
-        retriever = RETRIEVERS[name](Path(workdir))
+        retriever = RETRIEVERS[name](Path(workdir), options)
         try:
-            index_seconds = _index(retriever, dataset, progress)
+            prepare_seconds = _prepare(retriever, dataset, progress)
+            index_seconds = prepare_seconds + _index(retriever, dataset, progress)
             rows, latencies = _query(retriever, dataset, unit_of, depth, progress,
                                      progress_every)
         finally:
@@ -75,7 +81,20 @@ def run_retriever(name: str, dataset: Dataset, progress: Progress = _quiet,
                     "p95": metrics.percentile(latencies, 95)},
         index_seconds=index_seconds,
         queries=len(rows),
+        prepare_seconds=prepare_seconds,
     )
+
+
+def _prepare(retriever: Any, dataset: Dataset, progress: Progress) -> float:
+    prepare = getattr(retriever, "prepare", None)
+    if prepare is None:
+        return 0.0
+    started = time.perf_counter()
+    prepare(dataset.docs, [q.text for q in dataset.queries])
+    seconds = time.perf_counter() - started
+    progress(f"[{retriever.name}] prepared {len(dataset.docs)} documents and "
+             f"{len(dataset.queries)} questions ({seconds:.1f}s)")
+    return seconds
 
 
 def _index(retriever: Any, dataset: Dataset, progress: Progress) -> float:
@@ -111,5 +130,6 @@ def _query(retriever: Any, dataset: Dataset, unit_of: dict[str, str], depth: int
 
 
 def run(dataset: Dataset, names: Sequence[str], progress: Progress = _quiet,
-        progress_every: int = 50) -> list[RetrieverResult]:
-    return [run_retriever(name, dataset, progress, progress_every) for name in names]
+        progress_every: int = 50,
+        options: RetrieverOptions | None = None) -> list[RetrieverResult]:
+    return [run_retriever(name, dataset, progress, progress_every, options) for name in names]
