@@ -68,7 +68,7 @@ class _Runtime:
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # noqa: BLE001 - onnxruntime/tokenizers raise their own types
-            raise EmbedderError(f"local embedder: cannot load the model: {exc}") from None
+            raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
         # tokenizer.json ships fixed padding and truncation at 128: pad to the longest text of
         # the batch instead, and truncate at the model's 256-token limit.
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
