@@ -198,6 +198,21 @@ def due_for_dispatch(store: Store, lease_seconds: float, *, everything: bool = F
     return ids
 
 
+def release_claims(store: Store) -> int:
+    """Make every ``processing`` entry claimable again at once; returns how many.
+
+    Only for an embedded server starting up: the claims were held by its previous process,
+    which is gone, so waiting for their leases to expire would only delay recovery. The
+    attempt those claims counted stays counted.
+    """
+    with store.write() as conn:
+        result = conn.execute(
+            update(capture_inbox).where(capture_inbox.c.state == PROCESSING)
+            .values(state=PENDING, claimed_until=None, updated_at=now())
+        )
+    return int(result.rowcount or 0)
+
+
 def retry_dead(store: Store, event_id: str | None = None) -> list[str]:
     """Give dead letters (one, or all with ``event_id=None``) a fresh set of attempts."""
     at = now()

@@ -28,7 +28,15 @@ class EmbeddedWorker:
         self._beat: EmbeddedService | None = None
 
     def start(self) -> None:
+        from engram import inbox
+        from tasks import runtime
         from tasks.sweeper import sweep_once
+
+        # Before our own worker claims anything: every claim in the inbox belonged to the
+        # previous embedded process (one per data dir), which died holding it.
+        released = inbox.release_claims(runtime.store())
+        if released:
+            log.info("released %d inbox claims left by the previous process", released)
 
         self._worker = celery_app.WorkController(
             app=celery_app,

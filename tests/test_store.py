@@ -231,3 +231,13 @@ def test_query_words_that_stem_alike_make_one_group() -> None:
 
     groups = query_groups("tests test_read testing database db")
     assert groups == [("tests", "test", "spec", "pytest"), ("read",), ("database", "db")]
+
+
+def test_release_claims_makes_a_dead_process_claims_claimable_at_once(store: Store) -> None:
+    event = _event("p", "s7", 1, "make test")
+    inbox.accept(store, event, 100)
+    first = inbox.claim(store, event.event_id, 3600)  # its process then dies, lease far off
+    assert first is not None and inbox.claim(store, event.event_id, 3600) is None
+    assert inbox.release_claims(store) == 1
+    again = inbox.claim(store, event.event_id, 3600)
+    assert again is not None and again.attempts == 2  # the lost attempt stays counted
