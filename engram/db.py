@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import make_url
 
 from engram import schema
@@ -98,6 +109,39 @@ def _fts_scope_column(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE kw_fts_old")
 
 
+def _derive_queue(conn: Connection) -> None:
+    """Derived indexes (vectors, graph): kw_docs keeps each document's body, and a queue of
+    changes to derive. Bodies of documents indexed before are rebuilt from the store of record
+    the way the write paths build them; every document is queued for the graph."""
+    if "body" not in {c["name"] for c in inspect(conn).get_columns("kw_docs")}:
+        conn.execute(text("ALTER TABLE kw_docs ADD COLUMN body TEXT"))
+    schema.derive_queue.create(conn, checkfirst=True)
+    obs, mem, ses, kw = (schema.observations, schema.memories, schema.sessions, schema.kw_docs)
+    for row in conn.execute(select(kw.c.doc_id, kw.c.kind)).all():
+        body: str | None = None
+        if row.kind == "observation":
+            o = conn.execute(select(obs.c.text, obs.c.files_read, obs.c.files_modified)
+                             .where(obs.c.id == row.doc_id)).first()
+            if o is not None:
+                files = " ".join(json.loads(o.files_read or "[]")
+                                 + json.loads(o.files_modified or "[]"))
+                body = f"{o.text}\n{files}" if files else o.text
+        elif row.kind == "memory":
+            m = conn.execute(select(mem.c.content, mem.c.concepts)
+                             .where(mem.c.id == row.doc_id)).first()
+            if m is not None:
+                concepts = " ".join(json.loads(m.concepts or "[]"))
+                body = f"{m.content}\n{concepts}" if concepts else m.content
+        elif row.kind == "summary":
+            body = conn.execute(select(ses.c.summary).where(
+                ses.c.id == row.doc_id.removeprefix("sum_"))).scalar()
+        if body is not None:
+            conn.execute(update(kw).where(kw.c.doc_id == row.doc_id).values(body=body))
+    from engram.derive import enqueue_all
+
+    enqueue_all(conn, "graph")
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -105,6 +149,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (2, "keyword index backend", _keyword_backend_tables),
     (3, "service heartbeats", _heartbeats),
     (4, "FTS5 scope column", _fts_scope_column),
+    (5, "derived index queue and document bodies", _derive_queue),
 )
 
 

@@ -87,7 +87,7 @@ def _insert_doc(conn: Connection, doc: KeywordDoc, length: int) -> int:
     result = conn.execute(
         insert(kw_docs).values(
             doc_id=doc.doc_id, kind=doc.kind, project=doc.project, agent_id=doc.agent_id,
-            session_id=doc.session_id, length=length, created_at=doc.created_at,
+            session_id=doc.session_id, length=length, created_at=doc.created_at, body=doc.body,
         ).returning(kw_docs.c.id)
     )
     return int(result.scalar_one())

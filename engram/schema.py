@@ -172,6 +172,7 @@ kw_docs = Table(
     Column("session_id", String(ID)),
     Column("length", Integer, nullable=False, default=0),
     Column("created_at", Float, nullable=False),
+    Column("body", Text),  # the indexed text, as given: what derived indexes (vectors, graph) read
     UniqueConstraint("doc_id", name="uq_kw_docs_doc_id"),
     Index("ix_kw_docs_project", "project"),
 )
@@ -191,4 +192,22 @@ kw_stats = Table(
     Column("id", Integer, primary_key=True),
     Column("n_docs", Integer, nullable=False),
     Column("total_length", Integer, nullable=False),
+)
+
+
+# Work for the indexes derived from the keyword documents (vectors, graph): one row per target and
+# document, written in the transaction that changed the document, deleted once the derived index
+# has caught up with that change. Like the capture inbox, the store is the guarantee and the
+# broker only dispatches.
+derive_queue = Table(
+    "derive_queue",
+    metadata,
+    Column("target", String(16), primary_key=True),  # vector | graph
+    Column("doc_id", String(64), primary_key=True),
+    Column("op", String(8), nullable=False),  # upsert | delete
+    Column("enqueued_at", Float, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("claimed_until", Float),
+    Column("last_error", Text),
+    Index("ix_derive_queue_target_enqueued", "target", "enqueued_at"),
 )

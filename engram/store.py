@@ -16,13 +16,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from engram.db import create_store_engine, is_sqlite, migrate, write_transaction
+from engram.derive import DerivingIndex
 from engram.keyword import KeywordIndex, keyword_index_for
 
 
 class Store:
     def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
         self.engine = engine
-        self.keyword = keyword or keyword_index_for(engine)
+        self.keyword = keyword or DerivingIndex(keyword_index_for(engine))
         # SQLite admits one writer; a thread that finds the lock taken sleeps in SQLite's busy
         # handler in growing steps (up to 100 ms) even when the lock frees a millisecond later.
         # Queueing this process's writers on a Python lock first hands the lock over at once.

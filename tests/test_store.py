@@ -41,7 +41,7 @@ def test_migrations_are_idempotent(store: Store) -> None:
 
 def test_keyword_backend_matches_dialect(store: Store) -> None:
     expected = Fts5Index if store.is_sqlite else PostingsIndex
-    assert isinstance(store.keyword, expected)
+    assert isinstance(store.keyword.backend, expected)
 
 
 def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None:

@@ -1,0 +1,178 @@
+"""The derive queue: keeps the indexes derived from keyword documents (vectors, graph) in step.
+
+Every change to a keyword document (upsert or delete) writes one row per derived target in the
+same transaction, so a derived index can never miss a change that the store committed. A drain
+task claims a batch (a lease, like the capture inbox), brings its index up to date — which must be
+idempotent: an upsert by document id, a delete of what may already be gone — and then removes the
+rows it handled, unless the document changed again meanwhile (the row's ``enqueued_at`` moved on,
+so the newer change is drained next). A crash mid-batch leaves the rows; their lease runs out and
+the next drain takes them again.
+
+A new derived index (another embedding model, a graph built for the first time) is filled by
+``enqueue_all``: every indexed document becomes an upsert row for that target, drained in the
+background like any other change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, delete, func, literal, or_, select, true, tuple_, update
+
+from engram.keyword import KeywordDoc, KeywordHit, KeywordIndex
+from engram.schema import derive_queue, kw_docs
+from engram.scope import Scope
+
+TARGETS = ("vector", "graph")
+UPSERT = "upsert"
+DELETE = "delete"
+
+
+def _dialect_insert(conn: Connection):  # type: ignore[no-untyped-def]
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+    return dialect_insert
+
+
+def enqueue(conn: Connection, doc_id: str, op: str, targets: Sequence[str] = TARGETS) -> None:
+    """Record that ``doc_id`` changed (``op``) for each target; the latest change wins."""
+    at = time.time()
+    stmt = _dialect_insert(conn)(derive_queue).values([
+        {"target": t, "doc_id": doc_id, "op": op, "enqueued_at": at, "attempts": 0}
+        for t in targets])
+    conn.execute(stmt.on_conflict_do_update(
+        index_elements=[derive_queue.c.target, derive_queue.c.doc_id],
+        set_={"op": op, "enqueued_at": at, "attempts": 0, "claimed_until": None,
+              "last_error": None}))
+
+
+def enqueue_all(conn: Connection, target: str) -> int:
+    """Every indexed document becomes an upsert for ``target`` (a back-fill). Returns how many
+    rows were queued; documents already queued keep their row."""
+    at = time.time()
+    before = pending(conn, target)
+    select_docs = select(literal(target, derive_queue.c.target.type), kw_docs.c.doc_id,
+                         literal(UPSERT, derive_queue.c.op.type),
+                         literal(at, derive_queue.c.enqueued_at.type),
+                         literal(0, derive_queue.c.attempts.type)).where(true())
+    # (the WHERE lets SQLite parse ON CONFLICT after INSERT ... SELECT)
+    stmt = _dialect_insert(conn)(derive_queue).from_select(
+        ["target", "doc_id", "op", "enqueued_at", "attempts"], select_docs)
+    conn.execute(stmt.on_conflict_do_nothing())
+    return pending(conn, target) - before
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One claimed queue row. ``doc`` is the document as indexed now (None for a delete, or when
+    the document is gone by the time the row was claimed: treat that as a delete)."""
+
+    doc_id: str
+    op: str
+    enqueued_at: float
+    attempts: int
+    doc: KeywordDoc | None
+
+
+def claim(conn: Connection, target: str, limit: int, lease_seconds: float) -> list[Change]:
+    """Lease up to ``limit`` of the oldest unleased rows of ``target`` (call in a write
+    transaction)."""
+    at = time.time()
+    rows = conn.execute(
+        select(derive_queue.c.doc_id, derive_queue.c.op, derive_queue.c.enqueued_at,
+               derive_queue.c.attempts)
+        .where(derive_queue.c.target == target,
+               or_(derive_queue.c.claimed_until.is_(None), derive_queue.c.claimed_until < at))
+        .order_by(derive_queue.c.enqueued_at).limit(limit)
+        .with_for_update(skip_locked=True)).all()
+    if not rows:
+        return []
+    ids = [r.doc_id for r in rows]
+    conn.execute(update(derive_queue).where(
+        derive_queue.c.target == target, derive_queue.c.doc_id.in_(ids)).values(
+        claimed_until=at + lease_seconds, attempts=derive_queue.c.attempts + 1))
+    docs = {r.doc_id: r for r in conn.execute(select(kw_docs).where(kw_docs.c.doc_id.in_(ids)))}
+    changes = []
+    for r in rows:
+        d = docs.get(r.doc_id)
+        doc = None
+        if r.op == UPSERT and d is not None:
+            doc = KeywordDoc(doc_id=d.doc_id, kind=d.kind, project=d.project, body=d.body or "",
+                             created_at=d.created_at, agent_id=d.agent_id,
+                             session_id=d.session_id)
+        changes.append(Change(r.doc_id, r.op if doc is not None else DELETE, r.enqueued_at,
+                              r.attempts + 1, doc))
+    return changes
+
+
+def done(conn: Connection, target: str, changes: Sequence[Change]) -> None:
+    """Remove the rows of ``changes`` that did not change again since they were claimed."""
+    if not changes:
+        return
+    conn.execute(delete(derive_queue).where(
+        derive_queue.c.target == target,
+        tuple_(derive_queue.c.doc_id, derive_queue.c.enqueued_at).in_(
+            [(c.doc_id, c.enqueued_at) for c in changes])))
+
+
+def failed(conn: Connection, target: str, changes: Sequence[Change], error: str,
+           retry_in: float) -> None:
+    """Keep the rows, leased for ``retry_in`` seconds, with the error for status."""
+    if not changes:
+        return
+    conn.execute(update(derive_queue).where(
+        derive_queue.c.target == target,
+        derive_queue.c.doc_id.in_([c.doc_id for c in changes])).values(
+        claimed_until=time.time() + retry_in, last_error=error[:2000]))
+
+
+def pending(conn: Connection, target: str) -> int:
+    return int(conn.execute(select(func.count()).select_from(derive_queue).where(
+        derive_queue.c.target == target)).scalar_one())
+
+
+def last_error(conn: Connection, target: str) -> str | None:
+    return conn.execute(select(derive_queue.c.last_error).where(
+        derive_queue.c.target == target, derive_queue.c.last_error.is_not(None))
+        .order_by(derive_queue.c.enqueued_at.desc()).limit(1)).scalar()
+
+
+def clear(conn: Connection, target: str) -> None:
+    conn.execute(delete(derive_queue).where(derive_queue.c.target == target))
+
+
+class DerivingIndex:
+    """A keyword index that also queues each change for the derived indexes. The store's
+    ``keyword`` attribute is one of these, so every write path (capture, memories, summaries,
+    import, forget) reaches vectors and graph without knowing they exist."""
+
+    def __init__(self, backend: KeywordIndex, targets: Sequence[str] = TARGETS) -> None:
+        self.backend = backend
+        self.targets = tuple(targets)
+        self.name = backend.name
+
+    def create(self, conn: Connection) -> None:
+        self.backend.create(conn)
+
+    def upsert(self, conn: Connection, doc: KeywordDoc) -> None:
+        self.backend.upsert(conn, doc)
+        if self.targets:
+            enqueue(conn, doc.doc_id, UPSERT, self.targets)
+
+    def delete(self, conn: Connection, doc_id: str) -> None:
+        self.backend.delete(conn, doc_id)
+        if self.targets:
+            enqueue(conn, doc_id, DELETE, self.targets)
+
+    def search(self, conn: Connection, query: str, scope: Scope, limit: int,
+               kinds: tuple[str, ...] | None = None) -> list[KeywordHit]:
+        return self.backend.search(conn, query, scope, limit, kinds)
+
+    def count(self, conn: Connection) -> int:
+        return self.backend.count(conn)
+
+
