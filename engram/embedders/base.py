@@ -22,6 +22,10 @@ class Embedder(Protocol):
 
     ``name`` identifies the model (and so the vector space): a change of name or ``dim`` means a
     new vector collection.
+
+    An asymmetric model (one that embeds search queries differently from documents, e.g. with an
+    instruction prefix) also has ``embed_query(texts)``; ``embed`` is then for documents. Call
+    :func:`embed_queries` rather than either directly for query texts: it falls back to ``embed``.
     """
 
     name: str
@@ -30,6 +34,37 @@ class Embedder(Protocol):
     def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Vectors of search queries: ``embedder.embed_query`` when the model has one, else
+    ``embedder.embed`` (a symmetric model embeds queries like documents)."""
+    embed_query = getattr(embedder, "embed_query", None)
+    if callable(embed_query):
+        result: list[list[float]] = embed_query(texts)
+        return result
+    return embedder.embed(texts)
+
+
+def is_asymmetric(embedder: object) -> bool:
+    """True when ``embedder`` embeds queries differently from documents (has ``embed_query``)."""
+    return callable(getattr(embedder, "embed_query", None))
+
+
+def local_embedder(model: str, batch_size: int = 32) -> Embedder:
+    """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
+    if model == "minilm":
+        from engram.embedders.local import LocalMiniLMEmbedder
+
+        return LocalMiniLMEmbedder(batch_size=batch_size)
+    if model == "e5-small":
+        from engram.embedders.e5 import LocalE5Embedder
+
+        return LocalE5Embedder(batch_size=batch_size)
+    from engram.settings import LOCAL_MODELS
+
+    raise EmbedderError(f"unknown local model {model!r} (ENGRAM_LOCAL_MODEL: "
+                        f"{', '.join(LOCAL_MODELS)})")
 
 
 def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -54,9 +89,7 @@ def embedder_from_settings(settings: Settings) -> Embedder | None:
     if kind == "none":
         return None
     if kind == "local":
-        from engram.embedders.local import LocalMiniLMEmbedder
-
-        return LocalMiniLMEmbedder(batch_size=settings.embedding_batch)
+        return local_embedder(settings.local_model, settings.embedding_batch)
     if kind == "openai":
         from engram.embedders.openai import OpenAIEmbedder
 
