@@ -33,7 +33,14 @@ from engram.bench.retrievers import (
     grep_words,
 )
 from engram.bench.runner import run
-from engram.bench.vectors import EmbeddingCache, VectorRetriever, rrf, rrf_scores
+from engram.bench.vectors import (
+    EmbeddingCache,
+    VectorRetriever,
+    query_key,
+    rrf,
+    rrf_scores,
+    text_key,
+)
 from engram.embedders.local import LocalMiniLMEmbedder
 from tests.support import ENGRAM, REPO
 
@@ -205,6 +212,59 @@ def test_embeddings_are_cached_on_disk_so_a_second_run_embeds_nothing(tmp_path: 
         assert cache.path.name == "embeddings-all-minilm-l6-v2-int8.sqlite"
     finally:
         cache.close()
+
+
+class _AsymmetricEmbedder:
+    """A toy asymmetric model: a query vector is the document vector of "q:" + text, so a
+    query and a document with the same text have different vectors."""
+
+    name = "toy-asymmetric"
+    dim = 4
+
+    def __init__(self) -> None:
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+
+    @staticmethod
+    def _vector(text: str) -> list[float]:
+        words = set(text.lower().replace("?", "").split())
+        raw = [1.0 + len(words & {"postgres", "database", "host"}),
+               1.0 + len(words & {"lunch", "noon", "eat", "ate"}), 0.1, 0.1]
+        norm = math.sqrt(sum(x * x for x in raw))
+        return [x / norm for x in raw]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.documents.extend(texts)
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, texts: list[str]) -> list[list[float]]:
+        self.queries.extend(texts)
+        return [self._vector("q: " + t) for t in texts]
+
+
+def test_queries_go_through_embed_query_under_keys_of_their_own(tmp_path: Path) -> None:
+    dataset = _toy_dataset()
+    embedder = _AsymmetricEmbedder()
+    cache_dir = tmp_path / "cache"
+    (result,) = run(dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir,
+                                                                  embedder=embedder))
+    assert sorted(embedder.queries) == sorted(q.text for q in dataset.queries)
+    assert sorted(embedder.documents) == sorted({d.text for d in dataset.docs})
+    assert result.metrics["recall_any@1"] == 1.0
+    for text in ("same text", dataset.queries[0].text):
+        assert query_key(embedder, text) != text_key(text)
+        assert query_key(LocalMiniLMEmbedder(), text) == text_key(text)  # symmetric
+    # a query not prepared is embedded (as a query) in search, then cached
+    vector = VectorRetriever(tmp_path, cache_dir, embedder)
+    try:
+        vector.add(dataset.docs)
+        assert vector.search("where is the postgres host?", "a", 1) == ["a/1"]
+        assert embedder.queries[-1] == "where is the postgres host?"
+    finally:
+        vector.close()
+    again = _AsymmetricEmbedder()
+    run(dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir, embedder=again))
+    assert again.queries == [] and again.documents == []
 
 
 def test_hybrid_fuses_the_bm25_and_vector_rankings(tmp_path: Path) -> None:
@@ -403,11 +463,32 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     weights = _bench("locomo", "--retrievers", "hybrid", "--bm25-weight", "0",
                      "--vector-weight", "0")
     assert weights.returncode == 2 and "--vector-weight" in weights.stderr
+    depth = _bench("locomo", "--retrievers", "hybrid", "--fusion-depth", "0")
+    assert depth.returncode == 2 and "--fusion-depth" in depth.stderr
+    model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
+    assert model.returncode == 2 and "invalid choice" in model.stderr
+
+
+@needs_data
+def test_cli_runs_the_e5_embedder_with_query_prefixes(tmp_path: Path) -> None:
+    out = tmp_path / "e5.json"
+    result = _bench("coding-agent-life", "--retrievers", "vector,hybrid", "--embedder",
+                    "e5-small", "--fusion-depth", "20", "--cache-dir", str(tmp_path / "cache"),
+                    "--data-dir", str(DATA), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "embedding 15 texts with multilingual-e5-small-q4" in result.stderr
+    assert "embedding 15 queries" in result.stderr
+    document = json.loads(out.read_text())
+    assert document["options"]["embedder"] == "multilingual-e5-small-q4"
+    assert document["options"]["fusionDepth"] == 20
+    assert document["retrievers"]["vector"]["metrics"]["recall_any@5"] == 1.0
+    assert (tmp_path / "cache" / "embeddings-multilingual-e5-small-q4.sqlite").is_file()
 
 
 def test_cli_help_explains_datasets_and_protocols() -> None:
     result = _bench("--help")
     assert result.returncode == 0 and "usage: engram bench" in result.stdout
     for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep",
-                 "vector", "hybrid", "--cache-dir", "--vector-weight"):
+                 "vector", "hybrid", "--cache-dir", "--vector-weight", "--embedder",
+                 "e5-small", "--fusion-depth"):
         assert word in result.stdout

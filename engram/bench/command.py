@@ -13,7 +13,7 @@ from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
-from engram.embedders.base import EmbedderError
+from engram.embedders.base import EmbedderError, local_embedder
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,9 +45,15 @@ def main(args: argparse.Namespace) -> int:
     if args.bm25_weight < 0 or args.vector_weight < 0 or \
             args.bm25_weight + args.vector_weight <= 0:
         return _fail("--bm25-weight and --vector-weight must be >= 0, not both 0")
+    if args.fusion_depth < 1:
+        return _fail("--fusion-depth must be at least 1")
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else None
+    embedder = None
+    if any(n in ("vector", "hybrid") for n in names):
+        embedder = local_embedder(args.embedder, batch_size=32)
     retriever_options = RetrieverOptions(cache_dir=cache_dir, bm25_weight=args.bm25_weight,
-                                         vector_weight=args.vector_weight)
+                                         vector_weight=args.vector_weight,
+                                         fusion_depth=args.fusion_depth, embedder=embedder)
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
     _progress(f"loading {args.dataset} from {data_dir} ...")
@@ -74,7 +80,9 @@ def main(args: argparse.Namespace) -> int:
     print(report.render(dataset, results, args.session_docs, args.markdown))
     if args.json:
         options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir),
-                   "bm25Weight": args.bm25_weight, "vectorWeight": args.vector_weight}
+                   "bm25Weight": args.bm25_weight, "vectorWeight": args.vector_weight,
+                   "fusionDepth": args.fusion_depth,
+                   "embedder": embedder.name if embedder is not None else None}
         document = report.as_json(dataset, results, args.session_docs, options)
         try:
             Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

