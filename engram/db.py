@@ -142,6 +142,17 @@ def _derive_queue(conn: Connection) -> None:
     enqueue_all(conn, "graph")
 
 
+def _graph_tables(conn: Connection) -> None:
+    """The knowledge graph's tables; every indexed document is queued so the graph of an
+    existing store is built in the background (documents already queued keep their row)."""
+    for table in (schema.graph_entities, schema.graph_mentions, schema.graph_edges,
+                  schema.graph_session_members):
+        table.create(conn, checkfirst=True)
+    from engram.derive import enqueue_all
+
+    enqueue_all(conn, "graph")
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -150,6 +161,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (3, "service heartbeats", _heartbeats),
     (4, "FTS5 scope column", _fts_scope_column),
     (5, "derived index queue and document bodies", _derive_queue),
+    (6, "knowledge graph tables", _graph_tables),
 )
 
 

@@ -211,3 +211,66 @@ derive_queue = Table(
     Column("last_error", Text),
     Index("ix_derive_queue_target_enqueued", "target", "enqueued_at"),
 )
+
+
+# The knowledge graph (engram.graph), derived from the keyword documents through the derive
+# queue. Entities are per project; everything a document contributed is recorded per document
+# (graph_mentions) or as reference counts, so removing a document subtracts exactly what it
+# added. ``agent`` columns hold "" for shared items (no agent): they are part of unique keys,
+# where NULLs would never conflict.
+graph_entities = Table(
+    "graph_entities",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", String(ID), nullable=False),
+    Column("type", String(16), nullable=False),  # file | symbol | package | command | error |
+    #                                              concept | session
+    Column("key", String(300), nullable=False),  # normalised name: what identity and lookup use
+    Column("alias", String(300), nullable=False),  # what a query word matches (a file's basename)
+    Column("name", String(300), nullable=False),  # as first seen, for display
+    Column("doc_count", Integer, nullable=False, default=0),
+    Column("first_seen", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    UniqueConstraint("project", "type", "key", name="uq_graph_entities_project_type_key"),
+    Index("ix_graph_entities_alias", "alias", "project"),
+)
+
+graph_mentions = Table(
+    "graph_mentions",
+    metadata,
+    Column("doc_id", String(64), primary_key=True),
+    Column("entity_id", Integer, primary_key=True),
+    Column("role", String(16), nullable=False),  # edits | reads | runs | mentions
+    Column("rank", Integer, nullable=False),  # position in the document's entity list
+    Column("kind", String(16), nullable=False),  # the document's kind
+    Column("agent", String(ID), nullable=False, default=""),
+    Column("session_id", String(ID)),
+    Column("created_at", Float, nullable=False),
+    Index("ix_graph_mentions_entity_created", "entity_id", "created_at"),
+)
+
+# Weighted, directed (symmetric relations are stored both ways): co_occurs (in one document),
+# same_session (edited files and errors of one session), edits / edited_in (session ↔ file).
+graph_edges = Table(
+    "graph_edges",
+    metadata,
+    Column("src", Integer, primary_key=True),
+    Column("dst", Integer, primary_key=True),
+    Column("relation", String(16), primary_key=True),
+    Column("agent", String(ID), primary_key=True),
+    Column("weight", Integer, nullable=False),
+    Index("ix_graph_edges_src_weight", "src", "weight"),
+)
+
+# Which entities a session holds for same_session edges, with how many of its documents name
+# each one; ``paired`` marks the members that have their same_session edges (at most
+# graph.MAX_SESSION_PAIRED per session and agent).
+graph_session_members = Table(
+    "graph_session_members",
+    metadata,
+    Column("session_id", String(ID), primary_key=True),
+    Column("agent", String(ID), primary_key=True),
+    Column("entity_id", Integer, primary_key=True),
+    Column("refs", Integer, nullable=False),
+    Column("paired", Integer, nullable=False, default=0),
+)

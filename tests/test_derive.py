@@ -107,7 +107,7 @@ def test_migration_gives_old_documents_their_bodies(tmp_path: Path) -> None:
 
     path = tmp_path / "old.db"
     engine = create_store_engine(f"sqlite:///{path}")
-    assert migrate(engine)[-1] == 5
+    assert 5 in migrate(engine)
     with engine.begin() as conn:  # put it back to the version-4 shape, with two documents
         conn.exec_driver_sql("DROP TABLE derive_queue")
         conn.exec_driver_sql("ALTER TABLE kw_docs DROP COLUMN body")
