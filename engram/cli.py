@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--concurrency", "-c", type=int, help="worker processes (default "
                    "ENGRAM_WORKER_CONCURRENCY)")
-    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance",
+    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance,graph",
                    help="comma-separated queues to consume (default: all)")
     p.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"),
                    help="Celery pool implementation (default prefork)")

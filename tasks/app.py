@@ -15,12 +15,12 @@ from celery.signals import worker_process_init
 from engram.settings import Settings
 from tasks import runtime
 
-QUEUES = ("observe", "summarize", "maintenance")
+QUEUES = ("observe", "summarize", "maintenance", "graph")
 MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
 
-celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper"])
+celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper", "tasks.graph"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -56,6 +56,7 @@ def configure(settings: Settings) -> Celery:
             "engram.observe": {"queue": "observe"},
             "engram.summarize": {"queue": "summarize"},
             "engram.sweep": {"queue": "maintenance"},
+            "engram.graph_extract": {"queue": "graph"},
         },
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.

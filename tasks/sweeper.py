@@ -12,7 +12,7 @@ import logging
 
 from sqlalchemy import select
 
-from engram import heartbeat, inbox
+from engram import derive, heartbeat, inbox
 from engram.heartbeat import SWEEPER
 from engram.schema import sessions
 from engram.store import now
@@ -47,7 +47,22 @@ def sweep_once(everything: bool = False) -> dict[str, int]:
 
     for session_id in unsummarised:
         summarize.apply_async((session_id,))
-    result = {"events": len(lost), "summaries": len(unsummarised)}
+    with store.read() as conn:  # graph work whose task was lost (or never sent: import, forget)
+        graph_pending = derive.pending(conn, "graph")
+    if graph_pending:
+        from tasks.graph import graph_extract
+
+        graph_extract.apply_async()
+    vector_pending = 0
+    if settings.embedder != "none":
+        with store.read() as conn:  # vector work whose embed task was lost, or is backing off
+            vector_pending = derive.pending(conn, "vector")
+        if vector_pending:
+            from tasks.embed import embed
+
+            embed.apply_async()
+    result = {"events": len(lost), "summaries": len(unsummarised), "graph": graph_pending,
+              "vectors": vector_pending}
     with store.write() as conn:
         heartbeat.beat(conn, SWEEPER, result)
     if lost or unsummarised:
