@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask
+from flask import Flask, Response, request
 
 from api import auth, errors
 from api.routes import admin, capture, graph, health, memories, recall, sessions
 from engram import __version__
 from engram.settings import Settings
 from engram.store import Store
+from engram.vectors import Vectors
+
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 
 
 def create_app(
@@ -24,6 +27,8 @@ def create_app(
     enqueue_summary: Callable[[str], None],
     broker_probe: Callable[[], str | None],
     worker_probe: Callable[[], dict[str, Any]],
+    vectors: Vectors | None = None,
+    derived_changed: Callable[[], None] | None = None,
 ) -> Flask:
     """Build the gateway. The callables connect it to the task queue (see tasks.client)."""
     app = Flask("engram")
@@ -40,10 +45,23 @@ def create_app(
         "engram.enqueue_summary": enqueue_summary,
         "engram.broker_probe": broker_probe,
         "engram.worker_probe": worker_probe,
+        "engram.vectors": vectors,
     })
     errors.register(app)
     auth.install(app, secret, settings.allowed_origins)
     for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
                       graph.bp):
         app.register_blueprint(blueprint)
+    if derived_changed is not None:
+        kick = derived_changed
+
+        @app.after_request
+        def _derived_indexes_follow(response: Response) -> Response:
+            # writes other than capture (its worker kicks after storing) change documents
+            # the vector and graph indexes derive from
+            if (request.method in WRITE_METHODS and response.status_code < 300
+                    and request.path != "/v1/observe"):
+                kick()
+            return response
+
     return app

@@ -11,6 +11,7 @@ from engram.pagination import parse_limit
 from engram.scope import Scope, ScopeError
 from engram.settings import Settings
 from engram.store import Store
+from engram.vectors import Vectors
 
 
 def json_body() -> dict[str, Any]:
@@ -54,6 +55,10 @@ def found_in_scope(item: dict[str, Any] | None, what: str, ident: str) -> dict[s
 
 def store() -> Store:
     return current_app.extensions["engram.store"]
+
+
+def vectors() -> Vectors | None:
+    return current_app.extensions.get("engram.vectors")
 
 
 def settings() -> Settings:

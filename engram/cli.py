@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--concurrency", "-c", type=int, help="worker processes (default "
                    "ENGRAM_WORKER_CONCURRENCY)")
-    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance,graph",
+    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance,embed,graph",
                    help="comma-separated queues to consume (default: all)")
     p.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"),
                    help="Celery pool implementation (default prefork)")
@@ -262,6 +262,17 @@ def render_status(report: dict[str, Any], url: str) -> str:
         lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "
                      f"{kw.get('memories', 0)} memories, {kw.get('sessions', 0)} sessions "
                      f"({kw.get('backend')}: {kw.get('keywordDocs', 0)} docs)")
+    vec = report.get("indexes", {}).get("vector", {})
+    if vec.get("enabled") and vec.get("ok"):
+        backfill = vec.get("backfill", {})
+        progress = "" if backfill.get("done") else \
+            f", back-fill {backfill.get('progress', 0) * 100:.0f}% ({vec.get('pending')} queued)"
+        lines.append(f"  vectors:      {vec.get('indexed', 0)} of {vec.get('documents', 0)} "
+                     f"docs in {vec.get('collection')}{progress}")
+    elif vec.get("enabled"):
+        lines.append(f"  vectors:      OFF ({vec.get('problem')})")
+    else:
+        lines.append("  vectors:      off (ENGRAM_EMBEDDER=none)")
     problems = report.get("problems", [])
     if problems:
         lines.append("")

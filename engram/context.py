@@ -1,7 +1,8 @@
 """The session-start context block: what the next session should know, within a token budget.
 
-Most useful first: the project profile, memories relevant to the query (or the newest), the last
-session's summary, then relevant or recent observations. Items are whole or absent, never cut.
+Most useful first: the project profile, the memories most relevant to the session's first prompt
+or, without one, to the project profile (hybrid search; the newest when nothing matches), the last
+session's summary and its open items, then relevant or recent observations. Items are whole or absent, never cut.
 Tokens are estimated as ceil(characters / 4), the usual figure for English and code with
 BPE tokenizers; the estimate is stated in the block's metadata.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
@@ -20,6 +22,9 @@ from engram.schema import observations as observations_table
 from engram.schema import sessions as sessions_table
 from engram.scope import Scope
 from engram.store import Store, iso, loads
+
+if TYPE_CHECKING:
+    from engram.vectors import Vectors
 
 TOKEN_ESTIMATE = "ceil(chars/4)"
 PROFILE_SAMPLE = 500
@@ -56,10 +61,29 @@ def profile(store: Store, scope: Scope) -> dict[str, Any]:
     }
 
 
+def profile_query(prof: dict[str, Any]) -> str:
+    """What the project is about, as a query: its concepts and the names of its top files."""
+    names = [f.rsplit("/", 1)[-1] for f in prof["topFiles"]]
+    return " ".join([*prof["concepts"], *names])
+
+
 def build(store: Store, scope: Scope, *, query: str | None = None,
-          session_id: str | None = None, budget_tokens: int = 2000) -> dict[str, Any]:
-    """The injection block as markdown plus the structured parts it was built from."""
+          session_id: str | None = None, budget_tokens: int = 2000,
+          vectors: Vectors | None = None,
+          weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The injection block as markdown plus the structured parts it was built from.
+
+    Memories are found by hybrid search for the session's first prompt (``query``) or, without
+    one, for the project profile; the newest memories fill in when search finds none."""
     prof = profile(store, scope)
+    wanted = query or profile_query(prof)
+
+    def find(limit: int, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+        if not wanted.strip():
+            return []
+        return list(search.search(store, wanted, scope, limit=limit, mode="hybrid", kinds=kinds,
+                                  vectors=vectors, weights=weights)["items"])
+
     sections: list[tuple[str, list[str]]] = []
     head = f"# Engram memory: {scope.project}"
     prof_lines = [f"- {prof['sessions']} sessions, {prof['observations']} observations recorded"]
@@ -71,10 +95,8 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
         prof_lines.append("- Concepts: " + ", ".join(prof["concepts"]))
     sections.append(("## Project profile", prof_lines))
 
-    if query:
-        found = search.search(store, query, scope, limit=8, mode="bm25", kinds=("memory",))
-        mem_lines = [f"- {item['text']}" for item in found["items"]]
-    else:
+    mem_lines = [f"- {item['text']}" for item in find(8, ("memory",))]
+    if not mem_lines:
         recent, _ = memories.list_memories(store, scope, limit=8)
         mem_lines = [f"- {item['content']}" for item in recent]
     if mem_lines:
@@ -91,10 +113,8 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
             sections.append(("## Open items", open_items))
 
     if query:
-        found = search.search(store, query, scope, limit=10, mode="bm25",
-                              kinds=("observation", "summary"))
         rel = [f"- [{i['kind']}] {i['title']} ({(i['createdAt'] or '')[:10]})"
-               for i in found["items"]]
+               for i in find(10, ("observation", "summary"))]
     else:
         rel = []
         with store.read() as conn:

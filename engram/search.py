@@ -1,14 +1,21 @@
-"""Search over the store: keyword (BM25) today, one fused entry point for every stream.
+"""Search over the store: BM25, vector and graph streams fused by weighted Reciprocal Rank Fusion.
 
-Modes are named presets. Streams that cannot answer (no vector index yet) are left out and the
-weights of the rest renormalised, so ``hybrid`` degrades to keyword search instead of failing.
-Results are diversified: at most ``per_session`` hits from one session.
+Modes are named presets of streams: ``keyword`` (alias ``bm25``), ``semantic`` (alias
+``vector``) and ``hybrid`` (all three). Each stream ranks candidates inside the read scope; the
+fused score of a document is ``sum(w_s / (RRF_K + rank_s))`` over the streams that ranked it, with
+the weights renormalised over the streams that answered (a stream that is off, failed or found
+nothing takes no share), so ``hybrid`` without an embedder is keyword search plus graph.
+Results are then diversified: at most ``per_session`` hits from one session. The benchmark
+harness fuses with the same ``fuse``.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
-from typing import Any
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engram import memories, observations
 from engram.keyword import KeywordHit
@@ -16,11 +23,22 @@ from engram.schema import sessions
 from engram.scope import Scope
 from engram.store import Store, iso
 
-MODES = ("bm25", "vector", "hybrid")
+if TYPE_CHECKING:
+    from engram.vectors import Vectors
+
+log = logging.getLogger("engram.search")
+
+RRF_K = 60
 DEFAULT_MODE = "hybrid"
 DEFAULT_PER_SESSION = 3
 CANDIDATE_FACTOR = 4
 """Candidates fetched per requested hit, so diversification still fills the page."""
+MIN_DEPTH = 40
+"""Fewest candidates asked of each stream: fusion needs each stream's view beyond the page."""
+GRAPH_DEPTH = (2, 20)
+"""The graph stream ranks fewer candidates (2 x limit, at least 20): its tail is weak evidence
+and it is the costliest stream per candidate."""
+DEFAULT_WEIGHTS = {"bm25": 1.0, "vector": 1.0, "graph": 0.5}
 
 
 class SearchUnavailable(Exception):
@@ -34,28 +52,96 @@ class SearchPreset:
 
 
 PRESETS = {
-    "bm25": SearchPreset("bm25", ("bm25",)),
-    "vector": SearchPreset("vector", ("vector",)),
-    "hybrid": SearchPreset("hybrid", ("bm25", "vector")),
+    "keyword": SearchPreset("keyword", ("bm25",)),
+    "semantic": SearchPreset("semantic", ("vector",)),
+    "hybrid": SearchPreset("hybrid", ("bm25", "vector", "graph")),
 }
-AVAILABLE_STREAMS = ("bm25",)
+ALIASES = {"bm25": "keyword", "vector": "semantic"}
+MODES = ("hybrid", "keyword", "semantic", "bm25", "vector")
+
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="engram-search")
+"""Runs the vector stream (query embedding + Chroma) while the SQL streams run."""
+
+
+def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, float],
+         limit: int | None = None, k: int = RRF_K) -> list[tuple[KeywordHit, dict[str, int]]]:
+    """Weighted RRF over the rankings that answered; each hit with its rank in every stream
+    that ranked it. Ties go to the better best rank, then to the earlier stream."""
+    answered = [name for name, hits in rankings.items() if hits and weights.get(name, 0) > 0]
+    total = sum(weights[name] for name in answered)
+    scores: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    hits_by_id: dict[str, KeywordHit] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for order, name in enumerate(answered):
+        weight = weights[name] / total
+        for rank, hit in enumerate(rankings[name], start=1):
+            if hit.doc_id in ranks and name in ranks[hit.doc_id]:
+                continue  # a stream listing a document twice counts its first rank
+            scores[hit.doc_id] = scores.get(hit.doc_id, 0.0) + weight / (k + rank)
+            best[hit.doc_id] = min(best.get(hit.doc_id, (rank, order)), (rank, order))
+            ranks.setdefault(hit.doc_id, {})[name] = rank
+            known = hits_by_id.get(hit.doc_id)
+            if known is None or (known.session_id is None and hit.session_id is not None):
+                hits_by_id[hit.doc_id] = hit
+    ordered = sorted(scores, key=lambda d: (-scores[d], best[d]))
+    if limit is not None:
+        ordered = ordered[:limit]
+    return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
+
+
+def graph_depth(limit: int) -> int:
+    return max(limit * GRAPH_DEPTH[0], GRAPH_DEPTH[1])
+
+
+def resolve_mode(mode: str) -> SearchPreset:
+    return PRESETS[ALIASES.get(mode, mode)]
 
 
 def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = DEFAULT_MODE,
            kinds: tuple[str, ...] | None = None,
-           per_session: int = DEFAULT_PER_SESSION) -> dict[str, Any]:
-    preset = PRESETS[mode]
-    streams = tuple(s for s in preset.streams if s in AVAILABLE_STREAMS)
-    if not streams:
-        raise SearchUnavailable(
-            f"mode {mode!r} needs a vector index, and this server has none yet; "
-            'use "bm25" or "hybrid"'
-        )
+           per_session: int = DEFAULT_PER_SESSION, *, vectors: Vectors | None = None,
+           weights: Mapping[str, float] | None = None,
+           graph: bool = True) -> dict[str, Any]:
+    preset = resolve_mode(mode)
+    weights = dict(weights or DEFAULT_WEIGHTS)
+    index = vectors.index() if vectors is not None and "vector" in preset.streams else None
+    if preset.streams == ("vector",) and index is None:
+        why = (vectors.problem if vectors is not None and vectors.problem
+               else "no embedder is configured (ENGRAM_EMBEDDER=none)")
+        raise SearchUnavailable(f"mode {mode!r} needs the vector index, and it is off: {why}; "
+                                'use "keyword" or "hybrid", or see GET /v1/status')
+    depth = max(limit * CANDIDATE_FACTOR, MIN_DEPTH)
+    future = None
+    if index is not None:
+        future = _pool.submit(index.search, query, scope, depth, kinds)
+    rankings: dict[str, list[KeywordHit]] = {}
+    problems: dict[str, str] = {}
     with store.read() as conn:
-        hits = store.keyword.search(conn, query, scope, limit * CANDIDATE_FACTOR, kinds)
-        hits = diversify(hits, limit, per_session)
-        items = hydrate(conn, hits)
-    return {"items": items, "mode": mode, "streams": list(streams)}
+        if "bm25" in preset.streams:
+            rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds)
+        if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
+            from engram import graph as graph_mod
+
+            rankings["graph"] = graph_mod.stream(conn, query, scope, graph_depth(limit), kinds)
+        if future is not None:
+            try:
+                rankings["vector"] = future.result()
+            except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
+                problems["vector"] = f"{type(exc).__name__}: {exc}"
+                log.warning("vector stream failed, answering without it: %s", exc)
+        fused = fuse(rankings, weights)
+        chosen = diversify([hit for hit, _ in fused], limit, per_session)
+        rank_of = {hit.doc_id: ranks for hit, ranks in fused}
+        items = hydrate(conn, chosen)
+    for item in items:
+        item["ranks"] = rank_of.get(item["id"], {})
+    result: dict[str, Any] = {
+        "items": items, "mode": preset.name,
+        "streams": [name for name in preset.streams if name in rankings]}
+    if problems:
+        result["degraded"] = problems
+    return result
 
 
 def diversify(hits: list[KeywordHit], limit: int, per_session: int) -> list[KeywordHit]:

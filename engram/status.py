@@ -14,6 +14,7 @@ from engram.db import schema_version
 from engram.schema import capture_inbox, memories, observations, sessions
 from engram.settings import Settings
 from engram.store import Store
+from engram.vectors import Vectors
 
 WorkerProbe = Callable[[], dict[str, Any]]
 STALE_PENDING_SECONDS = 120.0
@@ -21,7 +22,7 @@ STALE_PENDING_SECONDS = 120.0
 
 
 def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | None],
-            worker_probe: WorkerProbe) -> dict[str, Any]:
+            worker_probe: WorkerProbe, vectors: Vectors | None = None) -> dict[str, Any]:
     problems: list[dict[str, str]] = []
     report: dict[str, Any] = {"mode": "embedded" if settings.embedded else "distributed"}
 
@@ -96,9 +97,19 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
         problems.append({"component": "capture", "problem": f"oldest waiting capture is "
                          f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
                          "are busy"})
-    # Reported, not loaded: vector search is not wired into retrieval yet.
-    report["embedder"] = {"name": settings.embedder, "vectorSearch": False}
     report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
+    vector_report = vectors.status() if vectors is not None else {"enabled": False}
+    report["embedder"] = {"name": settings.embedder, "vectorSearch": bool(vector_report.get("ok"))}
+    report["indexes"]["vector"] = vector_report
+    if vector_report.get("enabled") and not vector_report.get("ok"):
+        problems.append({"component": "vectors", "problem": "vector search is off: "
+                         f"{vector_report.get('problem')}", "fix": "fix the cause named; "
+                         "hybrid search answers with keyword and graph meanwhile"})
+    elif vector_report.get("lastError") and vector_report.get("pending"):
+        problems.append({"component": "vectors", "problem": f"{vector_report['pending']} "
+                         "documents wait for embedding; last error: "
+                         f"{vector_report['lastError']}", "fix": "check the embedder and "
+                         "Chroma; the embed task retries with backoff"})
     return {"ok": not problems, **report, "problems": problems}
 
 

@@ -20,7 +20,8 @@ MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
 
-celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper", "tasks.graph"])
+celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper", "tasks.embed",
+                                       "tasks.graph"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -57,6 +58,7 @@ def configure(settings: Settings) -> Celery:
             "engram.summarize": {"queue": "summarize"},
             "engram.sweep": {"queue": "maintenance"},
             "engram.graph_extract": {"queue": "graph"},
+            "engram.embed": {"queue": "embed"},
         },
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.

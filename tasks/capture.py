@@ -10,8 +10,8 @@ from celery import Task
 from engram import inbox, observations, sessions
 from engram.compress import compress
 from engram.privacy import scrub
+from tasks import embed, runtime
 from tasks import graph as graph_tasks
-from tasks import runtime
 from tasks.app import celery_app
 
 log = logging.getLogger("engram.tasks")
@@ -46,6 +46,7 @@ def observe(self: Task, event_id: str) -> str:
         log.warning("event %s attempt %d failed (%s); retrying in %.1fs",
                     event_id, claim.attempts, error, delay)
         raise self.retry(countdown=delay, exc=exc) from exc
+    embed.kick()
     graph_tasks.kick()
     return "stored"
 
@@ -60,5 +61,6 @@ def summarize(self: Task, session_id: str) -> str:
         raise self.retry(countdown=SUMMARY_WAIT_SECONDS)
     result = sessions.summarize(store, session_id)
     if result is not None:
+        embed.kick()
         graph_tasks.kick()
     return "missing" if result is None else "summarized"

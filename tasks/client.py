@@ -35,6 +35,18 @@ def enqueue_summary(session_id: str) -> None:
         log.warning("broker unavailable, summary of %s left to the sweeper: %s", session_id, exc)
 
 
+def derived_changed() -> None:
+    """Documents changed outside the capture pipeline (memories, forget, import): ask for the
+    derived indexes to catch up soon. Debounced; a broker outage leaves it to the sweeper."""
+    from tasks import embed, graph
+
+    try:
+        embed.kick()
+        graph.kick()
+    except (OperationalError, OSError) as exc:
+        log.warning("broker unavailable, derived indexes catch up at the next sweep: %s", exc)
+
+
 def broker_probe(settings: Settings) -> Callable[[], str | None]:
     def probe() -> str | None:
         if settings.embedded:

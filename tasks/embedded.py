@@ -43,7 +43,7 @@ class EmbeddedWorker:
             concurrency=self.settings.worker_concurrency,
             pool="threads",
             hostname=f"embedded@{_hostname()}",
-            queues=["observe", "summarize", "maintenance", "graph"],
+            queues=["observe", "summarize", "maintenance", "embed", "graph"],
             loglevel=self.settings.log_level,
             without_heartbeat=True,
             without_mingle=True,

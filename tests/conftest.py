@@ -20,8 +20,10 @@ REDIS_URL = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
 def make_settings(tmp: Path, **env: str) -> Settings:
+    # No embedder unless a test asks for one: loading it and Chroma in every test gateway
+    # would only slow the suite (tests/test_vectors.py covers the vector stream).
     environ = {"ENGRAM_DATA_DIR": str(tmp / "data"), "ENGRAM_CONFIG_DIR": str(tmp / "config"),
-               "ENGRAM_LOG_LEVEL": "WARNING", **env}
+               "ENGRAM_LOG_LEVEL": "WARNING", "ENGRAM_EMBEDDER": "none", **env}
     return load_settings(environ=environ)
 
 
@@ -67,7 +69,7 @@ def api(gateway: Any) -> Api:
     from tasks import runtime
     from tasks.app import configure
 
-    runtime.configure(gateway.settings, gateway.store)
+    runtime.configure(gateway.settings, gateway.store, gateway.vectors)
     configure(gateway.settings)
     return Api(gateway.app.test_client(), gateway.secret, gateway.store)
 

@@ -154,7 +154,8 @@ class Cluster:
         self.env = {
             **os.environ,
             "ENGRAM_DATA_DIR": str(tmp / "data"), "ENGRAM_CONFIG_DIR": str(tmp / "config"),
-            "ENGRAM_PORT": str(self.port), "ENGRAM_LOG_LEVEL": "INFO", **env,
+            "ENGRAM_PORT": str(self.port), "ENGRAM_LOG_LEVEL": "INFO",
+            "ENGRAM_EMBEDDER": "none", **env,
         }
         self.procs: list[Proc] = []
         self.url = f"http://127.0.0.1:{self.port}"

@@ -381,7 +381,7 @@ def test_search_validation_and_modes(api: Api, project: str) -> None:
     status, body = api.post("/v1/search", {"query": "x", "project": project, "mode": "vector"})
     assert status == 422 and body["error"]["code"] == "mode_unavailable"
     status, body = api.post("/v1/search", {"query": "x", "project": project, "mode": "hybrid"})
-    assert status == 200 and body["streams"] == ["bm25"]
+    assert status == 200 and body["streams"] == ["bm25", "graph"]  # no embedder configured
 
 
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:

@@ -163,7 +163,11 @@ def test_openai_connection_refused_is_a_clear_error() -> None:
 
 
 def test_settings_defaults_and_factory(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+    from engram.settings import load_settings
+
+    default = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path / "c")})
+    assert default.embedder == "local"  # the offline default
+    settings = make_settings(tmp_path)  # the tests' default: no embedder
     assert settings.embedder == "none" and settings.embedding_batch == 32
     assert embedder_from_settings(settings) is None
     local = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",

@@ -38,4 +38,4 @@ def status_() -> Any:
 def _report() -> dict[str, Any]:
     ext = current_app.extensions
     return status.collect(settings(), store(), ext["engram.broker_probe"],
-                          ext["engram.worker_probe"])
+                          ext["engram.worker_probe"], ext.get("engram.vectors"))

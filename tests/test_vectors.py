@@ -1,0 +1,343 @@
+"""The vector stream: real ChromaDB (persistent and a real `chroma run` server), the real local
+embedder, the derive queue drained by the embed task, fusion, status and degradation."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram import derive, search
+from engram.embedders.base import EmbedderError
+from engram.keyword import KeywordDoc, KeywordHit
+from engram.scope import Scope
+from engram.store import Store
+from engram.vectors import TARGET, Vectors, VectorsUnavailable, chroma_client
+from tests.conftest import make_settings
+from tests.support import Api, free_port, wait_for
+
+try:
+    from engram.embedders.local import LocalMiniLMEmbedder
+
+    LocalMiniLMEmbedder().embed(["probe"])
+    LOCAL_OK = True
+except (ImportError, EmbedderError):
+    LOCAL_OK = False
+
+needs_local = pytest.mark.skipif(not LOCAL_OK, reason="the local embedder is not installed "
+                                 "(pip install 'engram-memory[local]')")
+
+DOCS = [
+    # (doc_id, project, agent, kind, body)
+    ("o-db", "alpha", None, "observation",
+     "The Postgres connection pool ran out of connections under load; raised max_connections."),
+    ("o-css", "alpha", None, "observation",
+     "Centered the login button with flexbox and fixed the dark mode colours."),
+    ("o-agent", "alpha", "agent-1", "observation",
+     "Database connections leaked from the worker; closed them in a finally block."),
+    ("m-global", "", None, "memory",
+     "Always run the database migrations before starting the API server."),
+    ("o-beta", "beta", None, "observation",
+     "Database connection pool exhausted in the billing service."),
+]
+
+
+def _fill(store: Store) -> None:
+    with store.write() as conn:
+        for doc_id, project, agent, kind, body in DOCS:
+            store.keyword.upsert(conn, KeywordDoc(doc_id=doc_id, kind=kind, project=project,
+                                                  body=body, created_at=1.0, agent_id=agent,
+                                                  session_id=f"s-{doc_id}"))
+
+
+def _drain(vectors: Vectors, store: Store) -> None:
+    index = vectors.index()
+    assert index is not None, vectors.problem
+    while True:
+        with store.write() as conn:
+            changes = derive.claim(conn, TARGET, 100, 60)
+        if not changes:
+            return
+        index.apply(changes)
+        with store.write() as conn:
+            derive.done(conn, TARGET, changes)
+
+
+@pytest.fixture
+def vectors(tmp_path: Path, store: Store) -> Iterator[Vectors]:
+    if not LOCAL_OK:
+        pytest.skip("the local embedder is not installed")
+    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local")
+    settings.data_dir.mkdir(parents=True)
+    yield Vectors(settings, store)
+
+
+@needs_local
+def test_scope_is_applied_inside_the_index(vectors: Vectors, store: Store) -> None:
+    _fill(store)
+    _drain(vectors, store)
+    index = vectors.index()
+    assert index is not None
+    query = "database connection problems"
+    alpha = [h.doc_id for h in index.search(query, Scope("alpha"), 10)]
+    # the project's documents and global memories; never another project's
+    assert set(alpha) == {"o-db", "o-css", "o-agent", "m-global"}
+    assert alpha.index("o-db") < alpha.index("o-css")
+    assert {h.doc_id for h in index.search(query, Scope("beta"), 10)} == {"o-beta", "m-global"}
+    # an agent sees its own and shared documents, not another agent's
+    other = {h.doc_id for h in index.search(query, Scope("alpha", "agent-2"), 10)}
+    assert other == {"o-db", "o-css", "m-global"}
+    mine = {h.doc_id for h in index.search(query, Scope("alpha", "agent-1"), 10)}
+    assert "o-agent" in mine
+    kinds = {h.doc_id for h in index.search(query, Scope("alpha"), 10, kinds=("memory",))}
+    assert kinds == {"m-global"}
+    everything = {h.doc_id for h in index.search(query, Scope("*"), 10)}
+    assert everything == {d[0] for d in DOCS}
+    hit = next(h for h in index.search(query, Scope("alpha"), 10) if h.doc_id == "o-db")
+    assert hit.session_id == "s-o-db" and 0 < hit.score <= 1
+
+
+@needs_local
+def test_updates_and_deletes_reach_the_vectors(vectors: Vectors, store: Store) -> None:
+    _fill(store)
+    _drain(vectors, store)
+    index = vectors.index()
+    assert index is not None and index.count() == len(DOCS)
+    with store.write() as conn:
+        store.keyword.delete(conn, "o-db")
+        store.keyword.upsert(conn, KeywordDoc(doc_id="o-css", kind="observation",
+                                              project="alpha", created_at=2.0,
+                                              body="Tuned the Postgres pool size and timeouts."))
+    _drain(vectors, store)
+    assert index.count() == len(DOCS) - 1
+    top = index.search("postgres pool tuning", Scope("alpha"), 3)
+    assert top[0].doc_id == "o-css"
+    assert "o-db" not in {h.doc_id for h in index.search("postgres", Scope("*"), 10)}
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == 0
+
+
+@needs_local
+def test_a_new_collection_is_backfilled_once(tmp_path: Path, store: Store) -> None:
+    _fill(store)  # documents exist before vectors are turned on
+    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local")
+    settings.data_dir.mkdir(parents=True)
+    with store.write() as conn:
+        derive.clear(conn, TARGET)  # as if they were written while vectors were off
+    first = Vectors(settings, store)
+    index = first.index()
+    assert index is not None
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == len(DOCS)
+    status = first.status()
+    assert status["ok"] and status["backfill"] == {"done": False, "progress": 0.0}
+    _drain(first, store)
+    status = first.status()
+    assert status["indexed"] == len(DOCS) and status["backfill"]["done"]
+    # a restart with the same model queues nothing again
+    again = Vectors(settings, store)
+    assert again.index() is not None
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == 0
+
+
+@needs_local
+def test_a_model_change_opens_a_new_collection(tmp_path: Path, store: Store) -> None:
+    _fill(store)
+    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local")
+    settings.data_dir.mkdir(parents=True)
+    old = Vectors(settings, store)
+    _drain(old, store)
+
+    class Truncated:
+        """The same model, cut to 128 dimensions: another vector space."""
+
+        name = "all-minilm-l6-v2-int8-first128"
+        dim = 128
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [v[:128] for v in LocalMiniLMEmbedder().embed(texts)]
+
+    new = Vectors(settings, store, embedder=Truncated())  # type: ignore[arg-type]
+    index = new.index()
+    assert index is not None and index.name != old.index().name  # type: ignore[union-attr]
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == len(DOCS)
+    _drain(new, store)
+    assert index.count() == len(DOCS)
+    assert old.index().count() == len(DOCS)  # type: ignore[union-attr]
+
+
+def test_fuse_renormalises_over_the_streams_that_answered() -> None:
+    def hits(*ids: str) -> list[KeywordHit]:
+        return [KeywordHit(doc_id=i, kind="observation", session_id=None, score=0.0) for i in ids]
+
+    fused = search.fuse({"bm25": hits("a", "b", "c"), "vector": hits("c", "d")},
+                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5})
+    order = [hit.doc_id for hit, _ in fused]
+    assert order[0] == "c"  # in both streams
+    assert dict(fused[0][1]) == {"bm25": 3, "vector": 1}
+    assert abs(fused[0][0].score - (0.5 / 63 + 0.5 / 61)) < 1e-12
+    # a stream that found nothing takes no share: bm25 alone keeps its order, full weight
+    alone = search.fuse({"bm25": hits("a", "b"), "vector": [], "graph": []},
+                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5})
+    assert [h.doc_id for h, _ in alone] == ["a", "b"]
+    assert abs(alone[0][0].score - 1 / 61) < 1e-12
+    # weights matter: a heavier stream's first hit wins a first-place tie
+    tie = search.fuse({"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 2.0})
+    assert [h.doc_id for h, _ in tie] == ["b", "a"]
+    # equal weights, equal ranks: the earlier stream's hit first, deterministically
+    even = search.fuse({"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 1.0})
+    assert [h.doc_id for h, _ in even] == ["a", "b"]
+
+
+def test_distributed_without_a_chroma_server_says_what_to_do(tmp_path: Path,
+                                                              store: Store) -> None:
+    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local",
+                             ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14")
+    vectors = Vectors(settings, store)
+    assert vectors.index() is None
+    report = vectors.status()
+    assert report["enabled"] and not report["ok"]
+    assert "ENGRAM_CHROMA_URL" in report["problem"]
+
+
+def test_an_unreachable_chroma_server_is_a_clear_error(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, ENGRAM_CHROMA_URL=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(VectorsUnavailable, match="cannot reach the Chroma server"):
+        chroma_client(settings)
+
+
+@contextlib.contextmanager
+def chroma_server(path: Path) -> Iterator[str]:
+    port = free_port()
+    chroma = Path(sys.executable).parent / "chroma"
+    log = open(path.parent / "chroma.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([str(chroma), "run", "--path", str(path), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import urllib.request
+
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=1) as resp:
+                    return resp.status == 200
+            except OSError:
+                return False
+
+        wait_for(up, 60, message=f"chroma run\n{(path.parent / 'chroma.log').read_text()}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+
+
+@needs_local
+@pytest.mark.slow
+def test_a_real_chroma_server(tmp_path: Path, store: Store) -> None:
+    """ENGRAM_CHROMA_URL: the same index through a real `chroma run`, shared by two processes'
+    worth of clients, and the data outlives the client."""
+    with chroma_server(tmp_path / "chroma") as url:
+        settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local", ENGRAM_CHROMA_URL=url,
+                                 ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14")
+        writer = Vectors(settings, store)
+        _fill(store)
+        _drain(writer, store)
+        reader = Vectors(settings, store)  # another client, as the gateway would have
+        index = reader.index()
+        assert index is not None, reader.problem
+        top = index.search("running out of database connections", Scope("alpha"), 2)
+        assert top[0].doc_id in {"o-db", "o-agent"}
+        assert {h.doc_id for h in index.search("css", Scope("beta"), 10)} == {"o-beta",
+                                                                                "m-global"}
+        assert reader.status()["indexed"] == len(DOCS)
+
+
+# -- through the gateway, with the in-process worker draining -----------------------------
+
+@pytest.fixture(scope="module")
+def vector_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not LOCAL_OK:
+        pytest.skip("the local embedder is not installed")
+    from engram.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path_factory.mktemp("vgw"), ENGRAM_EMBEDDER="local"))
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def vapi(vector_gateway: Any) -> Api:
+    from tasks import runtime
+    from tasks.app import configure
+
+    runtime.configure(vector_gateway.settings, vector_gateway.store, vector_gateway.vectors)
+    configure(vector_gateway.settings)
+    return Api(vector_gateway.app.test_client(), vector_gateway.secret, vector_gateway.store)
+
+
+def _observe(api: Api, project: str, text: str) -> str:
+    status, body = api.post("/v1/observe", {
+        "eventId": uuid.uuid4().hex, "sessionId": f"s-{uuid.uuid4().hex[:6]}",
+        "project": project, "host": "test", "hookType": "UserPromptSubmit", "prompt": text})
+    assert status == 201, body
+    return str(body["observationId"])
+
+
+def _vector_ids(api: Api, project: str, query: str) -> list[str]:
+    status, body = api.post("/v1/search", {"query": query, "project": project,
+                                           "mode": "semantic"})
+    assert status == 200, body
+    return [item["id"] for item in body["items"]]
+
+
+@needs_local
+def test_capture_to_semantic_search_and_forget(vapi: Api) -> None:
+    project = f"vec-{uuid.uuid4().hex[:6]}"
+    cache = _observe(vapi, project, "Redis evictions made the session cache drop users' carts")
+    _observe(vapi, project, "Renamed the CSV export column headers to snake case")
+    # no word in common with the cache observation: only the vector stream can find it
+    wait_for(lambda: cache in _vector_ids(vapi, project, "key-value store losing shopping "
+                                                        "baskets"), 60, message="embedded")
+    status, body = vapi.post("/v1/search", {"query": "key-value store losing shopping baskets",
+                                            "project": project})
+    assert status == 200 and "vector" in body["streams"]
+    assert body["items"][0]["id"] == cache and body["items"][0]["ranks"].get("vector") == 1
+    report = wait_for(lambda: (lambda r: r if r["indexes"]["vector"]["pending"] == 0 else None)(
+        vapi.get("/v1/status")[1]), 60, message="queue drained")
+    vec = report["indexes"]["vector"]
+    assert report["embedder"]["vectorSearch"] and vec["ok"] and vec["indexed"] >= 2
+    assert vec["backfill"]["done"] and vec["indexed"] == vec["documents"]
+    assert vapi.call("DELETE", f"/v1/observations/{cache}")[0] in (200, 204)
+    wait_for(lambda: cache not in _vector_ids(vapi, project, "key-value store losing shopping "
+                                                            "baskets"), 60, message="forgotten")
+
+
+@needs_local
+def test_a_failing_vector_stream_degrades_to_the_others(vapi: Api, vector_gateway: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    project = f"vec-{uuid.uuid4().hex[:6]}"
+    _observe(vapi, project, "flaky integration test on the payments service")
+    wait_for(lambda: vapi.post("/v1/search", {"query": "flaky payments test", "project": project,
+                                              "mode": "keyword"})[1]["items"], 30,
+             message="stored")
+    index = vector_gateway.vectors.index()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("chroma went away")
+
+    monkeypatch.setattr(index, "search", broken)
+    status, body = vapi.post("/v1/search", {"query": "flaky payments test", "project": project})
+    assert status == 200 and body["items"], body
+    assert body["streams"] == ["bm25", "graph"]
+    assert "chroma went away" in body["degraded"]["vector"]
