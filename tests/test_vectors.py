@@ -341,3 +341,29 @@ def test_a_failing_vector_stream_degrades_to_the_others(vapi: Api, vector_gatewa
     assert status == 200 and body["items"], body
     assert body["streams"] == ["bm25", "graph"]
     assert "chroma went away" in body["degraded"]["vector"]
+
+
+@needs_local
+def test_session_context_picks_memories_by_meaning(vapi: Api) -> None:
+    """The context block's memories come from hybrid search for the first prompt: a memory that
+    shares no word with the prompt is found through its vector, ahead of unrelated ones."""
+    project = f"ctx-{uuid.uuid4().hex[:6]}"
+    relevant = "Staging deploys need the VPN up, or the helm upgrade hangs forever."
+    for content in ("Use tabs in the Makefile, never spaces.", relevant,
+                    "The CSV export keeps column order stable for finance."):
+        assert vapi.post("/v1/memories", {"content": content, "project": project})[0] == 201
+    prompt = "why does shipping the release to the test cluster get stuck"
+    wait_for(lambda: vapi.post("/v1/search", {"query": prompt, "project": project,
+                                              "mode": "semantic"})[1]["items"], 60,
+             message="memories embedded")
+    status, body = vapi.post("/v1/sessions", {"sessionId": f"s-{uuid.uuid4().hex[:6]}",
+                                              "project": project, "query": prompt})
+    assert status == 201, body
+    memories_section = body["context"].split("## Memories", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in memories_section.splitlines() if line.startswith("- ")]
+    assert lines[0] == f"- {relevant}"
+    # the budget holds whole items only
+    status, small = vapi.post("/v1/context", {"project": project, "query": prompt,
+                                              "budgetTokens": 60})
+    assert status == 200 and small["tokens"] <= 60
+    assert all(line in body["context"].splitlines() for line in small["context"].splitlines())
