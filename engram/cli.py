@@ -262,6 +262,11 @@ def render_status(report: dict[str, Any], url: str) -> str:
         lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "
                      f"{kw.get('memories', 0)} memories, {kw.get('sessions', 0)} sessions "
                      f"({kw.get('backend')}: {kw.get('keywordDocs', 0)} docs)")
+    graph = report.get("indexes", {}).get("graph")
+    if graph:
+        lines.append(f"  graph:        {graph.get('entities', 0)} entities, "
+                     f"{graph.get('edges', 0)} relations ({graph.get('pending', 0)} documents "
+                     "queued)")
     vec = report.get("indexes", {}).get("vector", {})
     if vec.get("enabled") and vec.get("ok"):
         backfill = vec.get("backfill", {})

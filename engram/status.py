@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from engram import heartbeat, inbox
+from engram import derive, graph, heartbeat, inbox
 from engram.db import schema_version
 from engram.schema import capture_inbox, memories, observations, sessions
 from engram.settings import Settings
@@ -98,6 +98,9 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
                          f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
                          "are busy"})
     report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
+    with store.read() as conn:
+        report["indexes"]["graph"] = {**graph.stats(conn),
+                                      "pending": derive.pending(conn, "graph")}
     vector_report = vectors.status() if vectors is not None else {"enabled": False}
     report["embedder"] = {"name": settings.embedder, "vectorSearch": bool(vector_report.get("ok"))}
     report["indexes"]["vector"] = vector_report
