@@ -282,6 +282,19 @@ def test_hybrid_fuses_the_bm25_and_vector_rankings(tmp_path: Path) -> None:
         hybrid.close()
 
 
+def test_hybrid_rrf_k_and_weights_reach_the_fusion(tmp_path: Path) -> None:
+    options = RetrieverOptions(cache_dir=tmp_path / "cache", rrf_k=5, vector_weight=0.5)
+    hybrid = HybridRetriever(tmp_path, options)
+    try:
+        hybrid.add(_docs())
+        bm25 = hybrid.bm25.search("database lunch", "a", 100)
+        vector = hybrid.vector.search("database lunch", "a", 100)
+        assert hybrid.search("database lunch", "a", 10) == rrf([bm25, vector], [1.0, 0.5], 10,
+                                                                k=5)
+    finally:
+        hybrid.close()
+
+
 # loaders on the real data -------------------------------------------------------------------
 
 def test_locomo_evidence_ids_are_repaired_or_dropped() -> None:
@@ -465,6 +478,8 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert weights.returncode == 2 and "--vector-weight" in weights.stderr
     depth = _bench("locomo", "--retrievers", "hybrid", "--fusion-depth", "0")
     assert depth.returncode == 2 and "--fusion-depth" in depth.stderr
+    rrf_k = _bench("locomo", "--retrievers", "hybrid", "--rrf-k", "-1")
+    assert rrf_k.returncode == 2 and "--rrf-k" in rrf_k.stderr
     model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
     assert model.returncode == 2 and "invalid choice" in model.stderr
 
@@ -473,14 +488,15 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
 def test_cli_runs_the_e5_embedder_with_query_prefixes(tmp_path: Path) -> None:
     out = tmp_path / "e5.json"
     result = _bench("coding-agent-life", "--retrievers", "vector,hybrid", "--embedder",
-                    "e5-small", "--fusion-depth", "20", "--cache-dir", str(tmp_path / "cache"),
+                    "e5-small", "--fusion-depth", "20", "--rrf-k", "10",
+                    "--cache-dir", str(tmp_path / "cache"),
                     "--data-dir", str(DATA), "--json", str(out))
     assert result.returncode == 0, result.stderr
     assert "embedding 15 texts with multilingual-e5-small-q4" in result.stderr
     assert "embedding 15 queries" in result.stderr
     document = json.loads(out.read_text())
     assert document["options"]["embedder"] == "multilingual-e5-small-q4"
-    assert document["options"]["fusionDepth"] == 20
+    assert document["options"]["fusionDepth"] == 20 and document["options"]["rrfK"] == 10
     assert document["retrievers"]["vector"]["metrics"]["recall_any@5"] == 1.0
     assert (tmp_path / "cache" / "embeddings-multilingual-e5-small-q4.sqlite").is_file()
 
@@ -490,5 +506,5 @@ def test_cli_help_explains_datasets_and_protocols() -> None:
     assert result.returncode == 0 and "usage: engram bench" in result.stdout
     for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep",
                  "vector", "hybrid", "--cache-dir", "--vector-weight", "--embedder",
-                 "e5-small", "--fusion-depth"):
+                 "e5-small", "--fusion-depth", "--rrf-k"):
         assert word in result.stdout

@@ -25,9 +25,9 @@ Retrievers:
          512 tokens, "query: "/"passage: " prefixes), ranked by cosine similarity within
          the haystack (numpy, brute force); embeddings cached on disk (--cache-dir), so
          a second run embeds nothing
-  hybrid weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector rankings (top
-         --fusion-depth of each), weights --bm25-weight / --vector-weight renormalised over
-         the streams that answered
+  hybrid weighted Reciprocal Rank Fusion (score = sum of w / (k + rank), k = --rrf-k) of
+         the bm25 and vector rankings (top --fusion-depth of each), weights --bm25-weight /
+         --vector-weight renormalised over the streams that answered
 
 Datasets (read from the data dir at run time, never copied):
   longmemeval-s       LongMemEval-S cleaned, 498 questions, ~48 sessions of haystack each
@@ -79,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fusion-depth", type=int, default=100, metavar="N",
                         help="hybrid: documents taken from each ranking before fusion "
                              "(default 100)")
+    parser.add_argument("--rrf-k", type=int, default=60, metavar="K",
+                        help="hybrid: RRF rank offset k (default 60; smaller trusts each "
+                             "stream's top ranks more)")
     parser.add_argument("--bm25-weight", type=float, default=1.0, metavar="W",
                         help="hybrid: RRF weight of the bm25 ranking (default 1.0)")
     parser.add_argument("--vector-weight", type=float, default=1.0, metavar="W",

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from engram.analysis import STOP_WORDS
 from engram.bench.datasets import Doc
-from engram.bench.vectors import VectorRetriever, rrf
+from engram.bench.vectors import RRF_K, VectorRetriever, rrf
 
 
 class Retriever(Protocol):
@@ -45,6 +45,7 @@ class RetrieverOptions:
     bm25_weight: float = 1.0  # hybrid: RRF weight of the bm25 stream
     vector_weight: float = 1.0  # hybrid: RRF weight of the vector stream
     fusion_depth: int = 100  # hybrid: documents asked of each stream (at least the limit)
+    rrf_k: int = RRF_K  # hybrid: RRF's rank offset; smaller trusts the top ranks more
     embedder: Any = None  # vector: None = the local MiniLM
     progress: Callable[[str], None] = _quiet
 
@@ -155,7 +156,8 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
 
 @register("hybrid")
 class HybridRetriever:
-    """Weighted Reciprocal Rank Fusion (k = 60) of the bm25 and vector retrievers' rankings,
+    """Weighted Reciprocal Rank Fusion (k = ``rrf_k``, 60 by default) of the bm25 and vector
+    retrievers' rankings,
     each asked for the top ``fusion_depth`` (at least ``limit``) of the haystack; weights are
     renormalised over the streams that answered."""
 
@@ -185,7 +187,7 @@ class HybridRetriever:
         rankings = [self.bm25.search(query, haystack, depth),
                     self.vector.search(query, haystack, depth)]
         weights = [self.options.bm25_weight, self.options.vector_weight]
-        return rrf(rankings, weights, limit)
+        return rrf(rankings, weights, limit, k=self.options.rrf_k)
 
     def close(self) -> None:
         try:
