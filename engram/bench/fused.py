@@ -1,0 +1,107 @@
+"""Retrievers that use the server's graph stream and the server's fusion (``engram.search.fuse``).
+
+``graph`` ranks by the knowledge graph alone: documents go into a real Store through the keyword
+index, whose derive queue feeds ``tasks.graph.drain_graph`` exactly as the ``graph_extract`` task
+does, and queries go through ``engram.graph.stream`` with one Scope project per haystack.
+``hybrid+graph`` fuses bm25, vector and graph rankings with the same weighted RRF the server's
+hybrid search uses (weights ``--weights``; the server's default when not given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engram.bench.datasets import Doc
+from engram.bench.retrievers import Bm25Retriever, RetrieverOptions, register
+from engram.bench.vectors import VectorRetriever
+from engram.keyword import KeywordHit
+
+
+def _hits(doc_ids: Sequence[str]) -> list[KeywordHit]:
+    return [KeywordHit(doc_id=d, kind="observation", session_id=None, score=0.0)
+            for d in doc_ids]
+
+
+class _StoreStreams(Bm25Retriever):
+    """bm25 and graph over one Store: ``add`` indexes the keyword documents, then drains the
+    graph queue (the vector queue is dropped: vectors come from the harness's own cache)."""
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        from engram import derive
+        from tasks.graph import drain_graph
+
+        super().add(docs)
+        drain_graph(self.store)
+        with self.store.write() as conn:
+            derive.clear(conn, "vector")
+
+    def graph_search(self, query: str, haystack: str, limit: int) -> list[str]:
+        from engram import graph
+        from engram.scope import Scope
+
+        if self._conn is None:
+            self._conn = self.store.engine.connect()
+        return [h.doc_id for h in graph.stream(self._conn, query, Scope(project=haystack),
+                                               limit)]
+
+
+@register("graph")
+class GraphRetriever(_StoreStreams):
+    """The knowledge graph stream alone."""
+
+    name = "graph"
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        return self.graph_search(query, haystack, limit)
+
+
+@register("hybrid+graph")
+class HybridGraphRetriever:
+    """bm25 + vector + graph, fused by ``engram.search.fuse`` (weighted RRF, k = 60)."""
+
+    name = "hybrid+graph"
+
+    def __init__(self, workdir: Path, options: RetrieverOptions | None = None) -> None:
+        from engram.search import DEFAULT_WEIGHTS
+
+        options = options or RetrieverOptions()
+        self.options = options
+        self.weights = dict(DEFAULT_WEIGHTS)
+        self.weights.update({"bm25": options.bm25_weight, "vector": options.vector_weight})
+        graph_weight = getattr(options, "graph_weight", None)
+        if graph_weight is not None:
+            self.weights["graph"] = graph_weight
+        self.streams = _StoreStreams(workdir, options)
+        try:
+            self.vector = VectorRetriever(workdir, options.cache_dir, options.embedder,
+                                          options.progress)
+        except BaseException:
+            self.streams.close()
+            raise
+        self.vector.name = self.name
+
+    def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
+        self.vector.prepare(docs, queries)
+
+    def add(self, docs: Sequence[Doc]) -> None:
+        self.streams.add(docs)
+        self.vector.add(docs)
+
+    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        from engram.search import fuse
+
+        depth = max(limit, self.options.fusion_depth)
+        rankings: dict[str, Any] = {
+            "bm25": _hits(Bm25Retriever.search(self.streams, query, haystack, depth)),
+            "vector": _hits(self.vector.search(query, haystack, depth)),
+            "graph": _hits(self.streams.graph_search(query, haystack, depth)),
+        }
+        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit)]
+
+    def close(self) -> None:
+        try:
+            self.streams.close()
+        finally:
+            self.vector.close()

@@ -1,0 +1,37 @@
+"""The harness's graph and hybrid+graph retrievers: the server's graph stream and fusion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engram.bench.datasets import Dataset, Doc, Query
+from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
+from engram.bench.runner import run
+
+DOCS = [
+    Doc("h1/a", "s-a", "h1", "Edited src/billing/invoice_total.py to round amounts half-even"),
+    Doc("h1/b", "s-b", "h1", "Ran pytest tests/test_cart.py and everything passed"),
+    Doc("h1/c", "s-c", "h1", "Talked about the weather and lunch plans"),
+    Doc("h2/a", "s-x", "h2", "Edited src/billing/invoice_total.py in another haystack"),
+]
+
+
+def test_graph_finds_documents_by_the_entities_a_query_names(tmp_path: Path) -> None:
+    retriever = RETRIEVERS["graph"](tmp_path, RetrieverOptions())
+    try:
+        retriever.add(DOCS)
+        found = retriever.search("what changed in invoice_total.py?", "h1", 10)
+        assert found[0] == "h1/a" and "h2/a" not in found  # haystacks stay apart
+        assert "h1/a" not in retriever.search("lunch and the weather", "h1", 10)
+    finally:
+        retriever.close()
+
+
+def test_hybrid_graph_fuses_with_the_servers_rrf(tmp_path: Path) -> None:
+    queries = [Query("q1", "invoice_total.py rounding", "h1", frozenset({"s-a"}), "code"),
+               Query("q2", "cart tests", "h1", frozenset({"s-b"}), "code")]
+    dataset = Dataset("toy", "session", "official", DOCS, queries)
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    [bm25, fused] = run(dataset, ["bm25", "hybrid+graph"], options=options)
+    assert fused.metrics["recall_any@1"] == 1.0
+    assert fused.metrics["mrr"] >= bm25.metrics["mrr"]
