@@ -29,7 +29,6 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    and_,
     bindparam,
     case,
     delete,
@@ -638,13 +637,27 @@ def _lookup(conn: Connection, aliases: set[str], keys: set[str], scope: Scope,
     if not aliases and not keys:
         return []
     e = graph_entities.c
-    stmt = select(e.id, e.type, e.key, e.name, e.project, e.doc_count).where(
-        or_(e.alias.in_(sorted(aliases)), and_(e.key.in_(sorted(keys)), e.type != "file"))
-        if aliases else e.key.in_(sorted(keys)),
-        _project_clause(scope))
-    stmt = stmt.where(e.type == type_) if type_ else stmt.where(e.type != SESSION)
-    found = [Match(r.id, r.type, r.key, r.name, r.project, r.doc_count)
-             for r in conn.execute(stmt)]
+    columns = (e.id, e.type, e.key, e.name, e.project, e.doc_count)
+    wanted = [type_] if type_ else [t for t in TYPES]
+    # Two index lookups rather than one OR: with the OR, SQLite scans every entity of the
+    # project (75 ms p50 at 50k observations); each part alone is an index range scan.
+    parts = []
+    if aliases:  # ix_graph_entities_alias (alias, project)
+        parts.append(select(*columns).where(e.alias.in_(sorted(aliases)), _project_clause(scope),
+                                            e.type.in_(wanted)))
+    key_types = [t for t in wanted if t != "file"] if aliases else wanted
+    if keys and key_types:  # uq_graph_entities_project_type_key (project, type, key)
+        parts.append(select(*columns).where(e.key.in_(sorted(keys)), _project_clause(scope),
+                                            e.type.in_(key_types)))
+    if not parts:
+        return []
+    rows = conn.execute(union_all(*parts) if len(parts) > 1 else parts[0])
+    seen: set[int] = set()
+    found = []
+    for r in rows:
+        if r.id not in seen:
+            seen.add(r.id)
+            found.append(Match(r.id, r.type, r.key, r.name, r.project, r.doc_count))
     exact_files = {m.key.rpartition("/")[2] for m in found if m.type == "file" and m.key in keys}
     return [m for m in found if m.type != "file" or m.key in keys
             or m.key.rpartition("/")[2] not in exact_files]
