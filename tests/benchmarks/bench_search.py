@@ -60,6 +60,7 @@ from typing import Any
 
 import bench_spine  # this folder is sys.path[0] when run as a script
 from bench_spine import Dist, Stopwatch, log, machine_lines, pick_query
+from sqlalchemy import text
 
 from engram import derive, graph, observations, search
 from engram.bench.vectors import EmbeddingCache, embed_cached, text_key
@@ -489,6 +490,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "default a temp dir, removed at the end unless --keep")
     p.add_argument("--keep", action="store_true",
                    help="keep the work dir (and the PostgreSQL database) for later inspection")
+    p.add_argument("--reuse", action="store_true",
+                   help="measure the store a kept run left in --workdir (SQLite), adding nothing: "
+                        "re-measure after a code change without rebuilding")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
                    help=f"embedding cache (default {DEFAULT_CACHE_DIR})")
     p.add_argument("--corpus", choices=("realistic", "dense"), default="realistic",
@@ -515,7 +519,12 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    if args.workdir is not None:
+    if args.reuse:
+        if args.workdir is None or not (args.workdir / "data" / "engram.db").is_file():
+            log("--reuse needs --workdir of a kept run (with data/engram.db)")
+            return 2
+        workdir, remove = args.workdir, False
+    elif args.workdir is not None:
         if args.workdir.exists() and any(args.workdir.iterdir()):
             log(f"--workdir {args.workdir} is not empty: give an empty or new folder")
             return 2
@@ -564,10 +573,16 @@ def main(argv: list[str] | None = None) -> int:
 
         factory = bench_spine.new_factory(FACTORY_SEED, FACTORY_PREFIX)
         have = 0
+        if args.reuse:  # measure the kept store as it is: no observation is added
+            with store.read() as conn:
+                have = int(conn.execute(text("SELECT count(*) FROM observations")).scalar_one())
+            args.sizes = [have]
+            log(f"reusing {workdir}: {have} observations")
         for size in args.sizes:
             build = Build(size)
             log(f"[{size}] growing the store {have} -> {size} observations; load {load_avg()}")
-            build.insert_s = insert(store, settings, factory, size - have, args.insert_batch)
+            build.insert_s = (insert(store, settings, factory, size - have, args.insert_batch)
+                              if size > have else 0.0)
             have = size
             embedded0 = embedder.embedded
             build.vector_s, build.vector_docs = drain_vectors(store, index, embedder,
