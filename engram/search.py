@@ -105,7 +105,10 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
            graph: bool = True) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
-    index = vectors.index() if vectors is not None and "vector" in preset.streams else None
+    wants_vectors = vectors is not None and vectors.enabled and "vector" in preset.streams
+    # hybrid does not wait for a model that is still loading; semantic has nothing else
+    index = vectors.index(wait=preset.streams == ("vector",)) \
+        if vectors is not None and wants_vectors else None
     if preset.streams == ("vector",) and index is None:
         why = (vectors.problem if vectors is not None and vectors.problem
                else "no embedder is configured (ENGRAM_EMBEDDER=none)")
@@ -117,6 +120,9 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
         future = _pool.submit(index.search, query, scope, depth, kinds)
     rankings: dict[str, list[KeywordHit]] = {}
     problems: dict[str, str] = {}
+    if wants_vectors and index is None:
+        problems["vector"] = (vectors.problem if vectors is not None and vectors.problem
+                              else "the vector index is still loading")
     with store.read() as conn:
         if "bm25" in preset.streams:
             rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds)

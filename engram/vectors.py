@@ -237,15 +237,25 @@ class Vectors:
     def enabled(self) -> bool:
         return self.settings.embedder != "none" or self._embedder is not None
 
-    def index(self) -> VectorIndex | None:
-        """The vector index, or None (``problem`` says why when vectors are enabled)."""
+    def index(self, wait: bool = True) -> VectorIndex | None:
+        """The vector index, or None (``problem`` says why when vectors are enabled). Opens it
+        on first use; with ``wait=False``, None while another thread is opening it (a search
+        does not wait for the model to load)."""
         if not self.enabled:
             return None
-        with self._lock:
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
             if not self._opened:
                 self._opened = True
                 self._open()
             return self._index
+        finally:
+            self._lock.release()
+
+    @property
+    def opening(self) -> bool:
+        return self._lock.locked()
 
     def _open(self) -> None:
         from engram.embedders.base import embedder_from_settings

@@ -367,3 +367,18 @@ def test_session_context_picks_memories_by_meaning(vapi: Api) -> None:
                                               "budgetTokens": 60})
     assert status == 200 and small["tokens"] <= 60
     assert all(line in body["context"].splitlines() for line in small["context"].splitlines())
+
+
+@needs_local
+def test_hybrid_does_not_wait_for_a_loading_model(vectors: Vectors, store: Store) -> None:
+    _fill(store)
+    vectors._lock.acquire()  # another thread is loading the model and opening Chroma
+    try:
+        result = search.search(store, "database connections", Scope("alpha"), vectors=vectors)
+    finally:
+        vectors._lock.release()
+    assert result["streams"] == ["bm25", "graph"] and result["items"]
+    assert result["degraded"] == {"vector": "the vector index is still loading"}
+    _drain(vectors, store)
+    result = search.search(store, "database connections", Scope("alpha"), vectors=vectors)
+    assert "vector" in result["streams"] and "degraded" not in result
