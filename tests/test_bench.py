@@ -434,9 +434,8 @@ def _bench(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 @needs_data
 def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
-    args = ("coding-agent-life", "--retrievers", "vector,hybrid", "--embedder", "minilm",
-            "--cache-dir", str(tmp_path / "cache"), "--vector-weight", "0.5", "--data-dir",
-            str(DATA))
+    args = ("coding-agent-life", "--retrievers", "vector,hybrid", "--cache-dir",
+            str(tmp_path / "cache"), "--vector-weight", "0.5", "--data-dir", str(DATA))
     first = _bench(*args)
     assert first.returncode == 0, first.stderr
     assert "embedding 30 texts" in first.stderr and "texts/s, ETA" in first.stderr

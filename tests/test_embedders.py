@@ -171,16 +171,14 @@ def test_settings_defaults_and_factory(tmp_path: Path) -> None:
     assert settings.embedder == "none" and settings.embedding_batch == 32
     assert embedder_from_settings(settings) is None
     local = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
-                                                 ENGRAM_LOCAL_MODEL="minilm",
                                                  ENGRAM_EMBEDDING_BATCH="7"))
     assert isinstance(local, LocalMiniLMEmbedder) and local.batch_size == 7
     assert (local.name, local.dim) == ("all-minilm-l6-v2-int8", 384)
-    assert settings.local_model == "e5-small"  # the default local model
+    assert settings.local_model == "minilm"
     e5 = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
+                                              ENGRAM_LOCAL_MODEL="E5-Small",
                                               ENGRAM_EMBEDDING_BATCH="5"))
     assert isinstance(e5, LocalE5Embedder) and e5.batch_size == 5
-    assert isinstance(embedder_from_settings(make_settings(
-        tmp_path, ENGRAM_EMBEDDER="local", ENGRAM_LOCAL_MODEL="E5-Small")), LocalE5Embedder)
     assert (e5.name, e5.dim) == ("multilingual-e5-small-q4", 384)
     remote = embedder_from_settings(make_settings(
         tmp_path, ENGRAM_EMBEDDER="OpenAI", ENGRAM_EMBEDDING_URL="http://127.0.0.1:11434/v1",

