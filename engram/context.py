@@ -70,7 +70,8 @@ def profile_query(prof: dict[str, Any]) -> str:
 def build(store: Store, scope: Scope, *, query: str | None = None,
           session_id: str | None = None, budget_tokens: int = 2000,
           vectors: Vectors | None = None,
-          weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+          weights: Mapping[str, float] | None = None, rrf_k: int = search.RRF_K
+          ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
     Memories are found by hybrid search for the session's first prompt (``query``) or, without
@@ -82,7 +83,7 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
         if not wanted.strip():
             return []
         return list(search.search(store, wanted, scope, limit=limit, mode="hybrid", kinds=kinds,
-                                  vectors=vectors, weights=weights)["items"])
+                                  vectors=vectors, weights=weights, rrf_k=rrf_k)["items"])
 
     sections: list[tuple[str, list[str]]] = []
     head = f"# Engram memory: {scope.project}"

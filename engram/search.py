@@ -102,7 +102,7 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
            kinds: tuple[str, ...] | None = None,
            per_session: int = DEFAULT_PER_SESSION, *, vectors: Vectors | None = None,
            weights: Mapping[str, float] | None = None,
-           graph: bool = True) -> dict[str, Any]:
+           graph: bool = True, rrf_k: int = RRF_K) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     wants_vectors = vectors is not None and vectors.enabled and "vector" in preset.streams
@@ -136,7 +136,7 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
-        fused = fuse(rankings, weights)
+        fused = fuse(rankings, weights, k=rrf_k)
         chosen = diversify([hit for hit, _ in fused], limit, per_session)
         rank_of = {hit.doc_id: ranks for hit, ranks in fused}
         items = hydrate(conn, chosen)

@@ -74,6 +74,13 @@ def _local_model(raw: str) -> str:
     return value
 
 
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value}")
+    return value
+
+
 def _weights(raw: str) -> tuple[tuple[str, float], ...]:
     """``stream=weight,...`` over bm25, vector, graph; a weight is a number >= 0."""
     weights: dict[str, float] = {}
@@ -172,6 +179,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_SEARCH_WEIGHTS", "search_weights", _weights, "bm25=1,vector=1,graph=0.5",
          "Weights of the streams fused by hybrid search (weighted RRF, k = 60); renormalised "
          "over the streams that answer a query."),
+    Spec("ENGRAM_RRF_K", "rrf_k", _non_negative_int, 60,
+         "Rank offset k of the Reciprocal Rank Fusion: score = sum of w / (k + rank). Smaller "
+         "trusts each stream's top ranks more."),
 )
 
 
@@ -208,6 +218,7 @@ class Settings:
     embedding_timeout_seconds: float
     chroma_url: str
     search_weights: tuple[tuple[str, float], ...]
+    rrf_k: int
 
     @property
     def embedded(self) -> bool:

@@ -39,7 +39,8 @@ def search_() -> Any:
     try:
         result = search.search(store(), query, scope, limit=limit, mode=mode,
                                kinds=tuple(kinds) if kinds else None, vectors=vectors(),
-                               weights=dict(settings().search_weights))
+                               weights=dict(settings().search_weights),
+                               rrf_k=settings().rrf_k)
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
     return jsonify(result)
@@ -59,4 +60,5 @@ def context_() -> Any:
     session_id = body.get("sessionId") if isinstance(body.get("sessionId"), str) else None
     return jsonify(context.build(store(), scope, query=query or None, session_id=session_id,
                                  budget_tokens=budget, vectors=vectors(),
-                                 weights=dict(settings().search_weights)))
+                                 weights=dict(settings().search_weights),
+                               rrf_k=settings().rrf_k))

@@ -58,7 +58,8 @@ def start() -> Any:
     block = context.build(store(), scope, session_id=session_id,
                           query=body.get("query") if isinstance(body.get("query"), str) else None,
                           budget_tokens=budget, vectors=vectors(),
-                          weights=dict(settings().search_weights))
+                          weights=dict(settings().search_weights),
+                               rrf_k=settings().rrf_k)
     return jsonify({"session": session, **block}), 201 if created else 200
 
 

@@ -45,17 +45,20 @@ def main(args: argparse.Namespace) -> int:
     if args.bm25_weight < 0 or args.vector_weight < 0 or \
             args.bm25_weight + args.vector_weight <= 0:
         return _fail("--bm25-weight and --vector-weight must be >= 0, not both 0")
+    if args.graph_weight < 0:
+        return _fail("--graph-weight must be >= 0")
     if args.fusion_depth < 1:
         return _fail("--fusion-depth must be at least 1")
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else None
     embedder = None
-    if any(n in ("vector", "hybrid") for n in names):
+    if any(n in ("vector", "hybrid", "hybrid+graph") for n in names):
         embedder = local_embedder(args.embedder, batch_size=32)
     retriever_options = RetrieverOptions(cache_dir=cache_dir, bm25_weight=args.bm25_weight,
                                          vector_weight=args.vector_weight,
                                          fusion_depth=args.fusion_depth, rrf_k=args.rrf_k,
+                                         graph_weight=args.graph_weight,
                                          embedder=embedder)
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
@@ -85,6 +88,7 @@ def main(args: argparse.Namespace) -> int:
         options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir),
                    "bm25Weight": args.bm25_weight, "vectorWeight": args.vector_weight,
                    "fusionDepth": args.fusion_depth, "rrfK": args.rrf_k,
+                   "graphWeight": args.graph_weight,
                    "embedder": embedder.name if embedder is not None else None}
         document = report.as_json(dataset, results, args.session_docs, options)
         try:

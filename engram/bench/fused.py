@@ -70,9 +70,7 @@ class HybridGraphRetriever:
         self.options = options
         self.weights = dict(DEFAULT_WEIGHTS)
         self.weights.update({"bm25": options.bm25_weight, "vector": options.vector_weight})
-        graph_weight = getattr(options, "graph_weight", None)
-        if graph_weight is not None:
-            self.weights["graph"] = graph_weight
+        self.weights["graph"] = options.graph_weight
         self.streams = _StoreStreams(workdir, options)
         try:
             self.vector = VectorRetriever(workdir, options.cache_dir, options.embedder,
@@ -98,7 +96,8 @@ class HybridGraphRetriever:
             "vector": _hits(self.vector.search(query, haystack, depth)),
             "graph": _hits(self.streams.graph_search(query, haystack, depth)),
         }
-        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit)]
+        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit,
+                                              k=self.options.rrf_k)]
 
     def close(self) -> None:
         try:

@@ -27,7 +27,11 @@ Retrievers:
          a second run embeds nothing
   hybrid weighted Reciprocal Rank Fusion (score = sum of w / (k + rank), k = --rrf-k) of
          the bm25 and vector rankings (top --fusion-depth of each), weights --bm25-weight /
-         --vector-weight renormalised over the streams that answered
+         --vector-weight renormalised over the streams that answered; the fusion is the
+         server's own (engram.search.fuse)
+  graph  the server's knowledge-graph stream: documents naming the entities the query names
+  hybrid+graph  bm25 + vector + graph fused as the server's hybrid search does
+         (--graph-weight for the graph stream)
 
 Datasets (read from the data dir at run time, never copied):
   longmemeval-s       LongMemEval-S cleaned, 498 questions, ~48 sessions of haystack each
@@ -86,6 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hybrid: RRF weight of the bm25 ranking (default 1.0)")
     parser.add_argument("--vector-weight", type=float, default=1.0, metavar="W",
                         help="hybrid: RRF weight of the vector ranking (default 1.0)")
+    parser.add_argument("--graph-weight", type=float, default=0.5, metavar="W",
+                        help="hybrid+graph: RRF weight of the graph ranking (default 0.5)")
     parser.add_argument("--limit", type=int, metavar="N",
                         help="score only the first N questions (and index only their haystacks)")
     parser.add_argument("--data-dir", metavar="DIR",

@@ -46,6 +46,7 @@ class RetrieverOptions:
     vector_weight: float = 1.0  # hybrid: RRF weight of the vector stream
     fusion_depth: int = 100  # hybrid: documents asked of each stream (at least the limit)
     rrf_k: int = RRF_K  # hybrid: RRF's rank offset; smaller trusts the top ranks more
+    graph_weight: float = 0.5  # hybrid+graph: RRF weight of the graph stream
     embedder: Any = None  # vector: None = the local MiniLM
     progress: Callable[[str], None] = _quiet
 

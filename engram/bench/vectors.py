@@ -244,33 +244,31 @@ class VectorRetriever:
         self.cache.close()
 
 
+def _fused(rankings: Sequence[Sequence[str]], weights: Sequence[float],
+           k: int) -> list[tuple[Any, dict[str, int]]]:
+    """The server's fusion (``engram.search.fuse``) over plain id rankings, stream i named
+    ``s<i>``."""
+    from engram.keyword import KeywordHit
+    from engram.search import fuse
+
+    if len(rankings) != len(weights):
+        raise ValueError("one weight per ranking")
+    named = {f"s{i}": [KeywordHit(doc_id=d, kind="doc", session_id=None, score=0.0)
+                       for d in ranking] for i, ranking in enumerate(rankings)}
+    return fuse(named, {f"s{i}": w for i, w in enumerate(weights)}, k=k)
+
+
 def rrf_scores(rankings: Sequence[Sequence[str]], weights: Sequence[float],
                k: int = RRF_K) -> dict[str, float]:
     """Weighted Reciprocal Rank Fusion: score(d) = sum over streams s that ranked d of
     w_s / (k + rank_s(d)), ranks from 1. Weights are renormalised to sum to 1 over the streams
-    that answered (returned at least one document); streams with weight 0 are ignored."""
-    if len(rankings) != len(weights):
-        raise ValueError("one weight per ranking")
-    answered = [(r, w) for r, w in zip(rankings, weights, strict=True) if r and w > 0]
-    total = sum(w for _, w in answered)
-    scores: dict[str, float] = defaultdict(float)
-    for ranking, weight in answered:
-        share = weight / total
-        seen: set[str] = set()
-        for rank, doc_id in enumerate(ranking, start=1):
-            if doc_id not in seen:
-                seen.add(doc_id)
-                scores[doc_id] += share / (k + rank)
-    return dict(scores)
+    that answered (returned at least one document); streams with weight 0 are ignored.
+    Computed by the server's ``engram.search.fuse``."""
+    return {hit.doc_id: hit.score for hit, _ in _fused(rankings, weights, k)}
 
 
 def rrf(rankings: Sequence[Sequence[str]], weights: Sequence[float], limit: int,
         k: int = RRF_K) -> list[str]:
-    """Fused ranking, best first; ties by best rank in any stream, then stream order."""
-    scores = rrf_scores(rankings, weights, k)
-    first: dict[str, tuple[int, int]] = {}
-    for stream, ranking in enumerate(rankings):
-        for rank, doc_id in enumerate(ranking):
-            if doc_id in scores and (doc_id not in first or (rank, stream) < first[doc_id]):
-                first[doc_id] = (rank, stream)
-    return sorted(scores, key=lambda d: (-scores[d], first[d]))[:limit]
+    """Fused ranking, best first; ties by best rank in any stream, then stream order (the
+    server's ``engram.search.fuse``)."""
+    return [hit.doc_id for hit, _ in _fused(rankings, weights, k)[:limit]]
