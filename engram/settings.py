@@ -176,10 +176,10 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_CHROMA_URL", "chroma_url", str, "",
          "ChromaDB server for the vectors (http://host:port), shared by every process. Empty: a "
          "PersistentClient in <data dir>/chroma (embedded mode only)."),
-    Spec("ENGRAM_SEARCH_WEIGHTS", "search_weights", _weights, "bm25=1,vector=1,graph=0.5",
-         "Weights of the streams fused by hybrid search (weighted RRF, k = 60); renormalised "
+    Spec("ENGRAM_SEARCH_WEIGHTS", "search_weights", _weights, "bm25=1,vector=0.8,graph=0.3",
+         "Weights of the streams fused by hybrid search (weighted RRF); renormalised "
          "over the streams that answer a query."),
-    Spec("ENGRAM_RRF_K", "rrf_k", _non_negative_int, 60,
+    Spec("ENGRAM_RRF_K", "rrf_k", _non_negative_int, 5,
          "Rank offset k of the Reciprocal Rank Fusion: score = sum of w / (k + rank). Smaller "
          "trusts each stream's top ranks more."),
 )

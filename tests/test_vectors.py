@@ -180,14 +180,14 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
         return [KeywordHit(doc_id=i, kind="observation", session_id=None, score=0.0) for i in ids]
 
     fused = search.fuse({"bm25": hits("a", "b", "c"), "vector": hits("c", "d")},
-                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5})
+                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5}, k=60)
     order = [hit.doc_id for hit, _ in fused]
     assert order[0] == "c"  # in both streams
     assert dict(fused[0][1]) == {"bm25": 3, "vector": 1}
     assert abs(fused[0][0].score - (0.5 / 63 + 0.5 / 61)) < 1e-12
     # a stream that found nothing takes no share: bm25 alone keeps its order, full weight
     alone = search.fuse({"bm25": hits("a", "b"), "vector": [], "graph": []},
-                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5})
+                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5}, k=60)
     assert [h.doc_id for h, _ in alone] == ["a", "b"]
     assert abs(alone[0][0].score - 1 / 61) < 1e-12
     # weights matter: a heavier stream's first hit wins a first-place tie
@@ -196,6 +196,13 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
     # equal weights, equal ranks: the earlier stream's hit first, deterministically
     even = search.fuse({"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 1.0})
     assert [h.doc_id for h, _ in even] == ["a", "b"]
+    # k: a document ranked 8th by both streams against one ranked 1st by one stream:
+    # k = 60 prefers the agreement (2 x 0.5/68 > 0.5/61), k = 5 the top hit (0.5/6 > 2 x 0.5/13)
+    top_only = {"bm25": hits("a", *"pqrstu", "c"), "vector": hits("b", *"jklmno", "c")}
+    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=60)][0] \
+        == "c"
+    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=5)][0] \
+        == "a"
 
 
 def test_distributed_without_a_chroma_server_says_what_to_do(tmp_path: Path,
