@@ -62,16 +62,21 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     built.close()
 
 
-@pytest.fixture
-def api(gateway: Any) -> Api:
-    # Task bodies find their store through process-wide state (as Celery tasks must); a test
-    # that built a gateway of its own re-pointed it, so point it back at the module's gateway.
+def api_for(gateway: Any) -> Api:
+    """A test client of ``gateway``. Task bodies find their store and vectors through
+    process-wide state (as Celery tasks must); a test that built a gateway of its own re-pointed
+    it, so point it back at this one."""
     from tasks import runtime
     from tasks.app import configure
 
     runtime.configure(gateway.settings, gateway.store, gateway.vectors)
     configure(gateway.settings)
     return Api(gateway.app.test_client(), gateway.secret, gateway.store)
+
+
+@pytest.fixture
+def api(gateway: Any) -> Api:
+    return api_for(gateway)
 
 
 @pytest.fixture

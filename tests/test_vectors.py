@@ -20,7 +20,7 @@ from engram.keyword import KeywordDoc, KeywordHit
 from engram.scope import Scope
 from engram.store import Store
 from engram.vectors import TARGET, Vectors, VectorsUnavailable, chroma_client
-from tests.conftest import make_settings
+from tests.conftest import api_for, make_settings
 from tests.support import Api, free_port, wait_for
 
 try:
@@ -285,12 +285,7 @@ def vector_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture
 def vapi(vector_gateway: Any) -> Api:
-    from tasks import runtime
-    from tasks.app import configure
-
-    runtime.configure(vector_gateway.settings, vector_gateway.store, vector_gateway.vectors)
-    configure(vector_gateway.settings)
-    return Api(vector_gateway.app.test_client(), vector_gateway.secret, vector_gateway.store)
+    return api_for(vector_gateway)
 
 
 def _observe(api: Api, project: str, text: str) -> str:
