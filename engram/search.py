@@ -92,6 +92,14 @@ def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, flo
     return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
 
 
+def _graph_stream(store: Store, query: str, scope: Scope, limit: int,
+                  kinds: tuple[str, ...] | None) -> list[KeywordHit]:
+    from engram import graph as graph_mod
+
+    with store.read() as conn:
+        return graph_mod.stream(conn, query, scope, limit, kinds)
+
+
 def graph_depth(limit: int) -> int:
     return max(limit * GRAPH_DEPTH[0], GRAPH_DEPTH[1])
 
@@ -125,13 +133,15 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
     if wants_vectors and index is None:
         problems["vector"] = (vectors.problem if vectors is not None and vectors.problem
                               else "the vector index is still loading")
+    graph_future = None
+    if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
+        graph_future = _pool.submit(_graph_stream, store, query, scope, graph_depth(limit),
+                                    kinds)
     with store.read() as conn:
         if "bm25" in preset.streams:
             rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds)
-        if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
-            from engram import graph as graph_mod
-
-            rankings["graph"] = graph_mod.stream(conn, query, scope, graph_depth(limit), kinds)
+        if graph_future is not None:
+            rankings["graph"] = graph_future.result()
         if future is not None:
             try:
                 rankings["vector"] = future.result()

@@ -63,9 +63,17 @@ class _Runtime:
         self.np: Any = numpy
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        # A single text (a search query) runs on one thread: on a small machine the query's
+        # other streams (SQLite) need the other core more than a 10-token input needs two.
+        single = onnxruntime.SessionOptions()
+        single.log_severity_level = 3
+        single.intra_op_num_threads = 1
+        single.inter_op_num_threads = 1
         try:
             self.session = onnxruntime.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+            self.single_session = onnxruntime.InferenceSession(
+                str(model_path), sess_options=single, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # noqa: BLE001 - onnxruntime/tokenizers raise their own types
             raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
@@ -87,7 +95,8 @@ class _Runtime:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self.session.run(None, feeds)[0]  # (batch, tokens, 384)
+        session = self.single_session if len(texts) == 1 else self.session
+        hidden = session.run(None, feeds)[0]  # (batch, tokens, 384)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
