@@ -385,3 +385,30 @@ def test_hybrid_does_not_wait_for_a_loading_model(vectors: Vectors, store: Store
     _drain(vectors, store)
     result = search.search(store, "database connections", Scope("alpha"), vectors=vectors)
     assert "vector" in result["streams"] and "degraded" not in result
+
+
+@needs_local
+def test_a_superseded_memory_version_leaves_the_vectors(vapi: Api, vector_gateway: Any) -> None:
+    project = f"ver-{uuid.uuid4().hex[:6]}"
+    status, memory = vapi.post("/v1/memories", {"content": "Deploys run through Jenkins.",
+                                                "project": project})
+    assert status == 201
+    new = "Deploys run through GitHub Actions workflows."
+    assert vapi.call("PATCH", f"/v1/memories/{memory['id']}", {"content": new})[0] == 200
+    index = vector_gateway.vectors.index()
+    expected = index.embedder.embed([new])[0]
+
+    def current() -> bool:
+        with vector_gateway.store.read() as conn:
+            if derive.pending(conn, TARGET):
+                return False
+        got = index._collection(project, create=False).get(ids=[memory["id"]],
+                                                            include=["embeddings"])
+        vector = got["embeddings"][0] if len(got["embeddings"]) else None
+        return vector is not None and sum(a * b for a, b in zip(vector, expected,
+                                                               strict=True)) > 0.999
+
+    wait_for(current, 60, message="the vector of the new version")
+    status, body = vapi.post("/v1/search", {"query": "Jenkins", "project": project,
+                                            "mode": "semantic"})
+    assert [item["text"] for item in body["items"]] == [new]
