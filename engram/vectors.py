@@ -24,6 +24,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -41,6 +42,8 @@ log = logging.getLogger("engram.vectors")
 
 TARGET = "vector"
 BACKFILL_MARK = "engram_backfill_queued"
+RETRY_OPEN_SECONDS = 30.0
+"""How often an index that could not be opened is tried again."""
 NONE = ""  # metadata value for "no agent" / "no session" (Chroma metadata cannot be null)
 
 
@@ -232,6 +235,7 @@ class Vectors:
         self.problem: str | None = None
         self._lock = threading.Lock()
         self._opened = False
+        self._opened_at = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -248,6 +252,7 @@ class Vectors:
         try:
             if not self._opened:
                 self._opened = True
+                self._opened_at = time.monotonic()
                 self._open()
             return self._index
         finally:
@@ -281,9 +286,11 @@ class Vectors:
             log.exception("vector search off")
 
     def retry(self) -> None:
-        """Forget a failed open, so the next use tries again (Chroma came back, say)."""
+        """Forget a failed open, so the next use tries again (Chroma came back, say) — at most
+        once per RETRY_OPEN_SECONDS, so a broken embedder is not reloaded (and logged) at every
+        capture."""
         with self._lock:
-            if self._index is None:
+            if self._index is None and time.monotonic() - self._opened_at >= RETRY_OPEN_SECONDS:
                 self._opened = False
 
     def status(self) -> dict[str, Any]:

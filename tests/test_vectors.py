@@ -412,3 +412,33 @@ def test_a_superseded_memory_version_leaves_the_vectors(vapi: Api, vector_gatewa
     status, body = vapi.post("/v1/search", {"query": "Jenkins", "project": project,
                                             "mode": "semantic"})
     assert [item["text"] for item in body["items"]] == [new]
+
+
+def test_a_broken_embedder_is_reported_and_retried_at_most_every_30s(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[float] = []
+
+    class Broken:
+        name = "broken-model"
+
+        @property
+        def dim(self) -> int:
+            opened.append(1.0)
+            raise EmbedderError("local embedder: package x is not installed; run `pip install x`")
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            raise AssertionError("never called")
+
+    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local")
+    settings.data_dir.mkdir(parents=True)
+    vectors = Vectors(settings, store, embedder=Broken())  # type: ignore[arg-type]
+    assert vectors.index() is None and "pip install x" in (vectors.problem or "")
+    report = vectors.status()
+    assert report["enabled"] and not report["ok"] and "pip install x" in report["problem"]
+    vectors.retry()  # too soon: nothing is tried again
+    assert vectors.index() is None and len(opened) == 1
+    from engram import vectors as vectors_module
+
+    monkeypatch.setattr(vectors_module, "RETRY_OPEN_SECONDS", 0.0)
+    vectors.retry()
+    assert vectors.index() is None and len(opened) == 2
