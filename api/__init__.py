@@ -16,6 +16,9 @@ from engram.store import Store
 from engram.vectors import Vectors
 
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+DOCUMENT_WRITES = ("/v1/memories", "/v1/observations/", "/v1/import")
+"""Paths whose writes change indexed documents outside the capture pipeline (captures and
+summaries are kicked by their own tasks; POST /v1/search, /v1/context and /v1/graph/query read)."""
 
 
 def create_app(
@@ -57,10 +60,10 @@ def create_app(
 
         @app.after_request
         def _derived_indexes_follow(response: Response) -> Response:
-            # writes other than capture (its worker kicks after storing) change documents
-            # the vector and graph indexes derive from
+            # memories, forget and import change documents the vector and graph indexes
+            # derive from
             if (request.method in WRITE_METHODS and response.status_code < 300
-                    and request.path != "/v1/observe"):
+                    and request.path.startswith(DOCUMENT_WRITES)):
                 kick()
             return response
 

@@ -442,3 +442,23 @@ def test_a_broken_embedder_is_reported_and_retried_at_most_every_30s(
     monkeypatch.setattr(vectors_module, "RETRY_OPEN_SECONDS", 0.0)
     vectors.retry()
     assert vectors.index() is None and len(opened) == 2
+
+
+def test_document_writes_kick_the_derived_indexes_and_reads_do_not(tmp_path: Path,
+                                                                   store: Store) -> None:
+    from api import create_app
+
+    kicks: list[str] = []
+    app = create_app(make_settings(tmp_path), store, secret="s3cret",
+                     dispatch=lambda _event_id: None, enqueue_summary=lambda _sid: None,
+                     broker_probe=lambda: None, worker_probe=lambda: {"alive": 1, "names": []},
+                     derived_changed=lambda: kicks.append("kick"))
+    api = Api(app.test_client(), "s3cret", store)
+    assert api.post("/v1/search", {"query": "x", "project": "p"})[0] == 200
+    assert api.post("/v1/context", {"project": "p"})[0] == 200
+    assert kicks == []
+    status, memory = api.post("/v1/memories", {"content": "use uv, not pip", "project": "p"})
+    assert status == 201 and kicks == ["kick"]
+    assert api.call("DELETE", f"/v1/memories/{memory['id']}")[0] in (200, 204)
+    assert kicks == ["kick", "kick"]
+    assert api.post("/v1/memories", {"project": "p"})[0] == 422 and len(kicks) == 2
