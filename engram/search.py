@@ -61,8 +61,9 @@ PRESETS = {
 ALIASES = {"bm25": "keyword", "vector": "semantic"}
 MODES = ("hybrid", "keyword", "semantic", "bm25", "vector")
 
-_pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="engram-search")
-"""Runs the vector stream (query embedding + Chroma) while the SQL streams run."""
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="engram-search")
+"""Runs the vector and graph streams while BM25 runs: two jobs per search, for as many
+concurrent searches as the server has request threads (ENGRAM_SERVER_THREADS, 8 by default)."""
 
 
 def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, float],
