@@ -62,8 +62,8 @@ ALIASES = {"bm25": "keyword", "vector": "semantic"}
 MODES = ("hybrid", "keyword", "semantic", "bm25", "vector")
 
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="engram-search")
-"""Runs the vector and graph streams while BM25 runs: two jobs per search, for as many
-concurrent searches as the server has request threads (ENGRAM_SERVER_THREADS, 8 by default)."""
+"""Runs the vector and graph streams while BM25 runs: two jobs per search, so four concurrent
+searches run all their streams at once; more wait their turn (2 cores gain nothing beyond)."""
 
 
 def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, float],
