@@ -9,6 +9,7 @@ text. Values come from, in increasing precedence: the default, the env file in t
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -67,11 +68,18 @@ LOCAL_MODELS = ("minilm", "e5-small")
 """Values of ENGRAM_LOCAL_MODEL: the models the local embedder can run offline."""
 
 
-def _local_model(raw: str) -> str:
-    value = raw.strip().lower()
-    if value not in LOCAL_MODELS:
-        raise ValueError(f"expected one of {', '.join(LOCAL_MODELS)}, got {raw!r}")
-    return value
+def _one_of(values: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser accepting one of ``values``, case-insensitively."""
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in values:
+            raise ValueError(f"expected one of {', '.join(values)}, got {raw!r}")
+        return value
+    return parse
+
+
+_local_model = _one_of(LOCAL_MODELS)
+_embedder = _one_of(EMBEDDERS)
 
 
 def _non_negative_int(raw: str) -> int:
@@ -90,17 +98,12 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
             raise ValueError(f"expected stream=weight pairs over {', '.join(STREAMS)}, "
                              f"got {raw!r}")
         weight = float(value)
-        if not weight >= 0:
+        if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"weight of {name.strip()} must be a number >= 0, got {value!r}")
         weights[name.strip()] = weight
     return tuple(weights.items())
 
 
-def _embedder(raw: str) -> str:
-    value = raw.strip().lower()
-    if value not in EMBEDDERS:
-        raise ValueError(f"expected one of {', '.join(EMBEDDERS)}, got {raw!r}")
-    return value
 
 
 def _port(raw: str) -> int:

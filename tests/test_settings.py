@@ -32,6 +32,9 @@ def test_precedence_default_file_env_override(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name,value", [
     ("ENGRAM_PORT", "eighty"), ("ENGRAM_PORT", "70000"), ("ENGRAM_INBOX_MAX", "0"),
     ("ENGRAM_RETRY_BASE_SECONDS", "-1"), ("ENGRAM_WORKER_CONCURRENCY", "two"),
+    ("ENGRAM_SEARCH_WEIGHTS", "bm25=1,vector=inf"), ("ENGRAM_SEARCH_WEIGHTS", "bm25=-1"),
+    ("ENGRAM_SEARCH_WEIGHTS", "keyword=1"), ("ENGRAM_SEARCH_WEIGHTS", "bm25"),
+    ("ENGRAM_RRF_K", "-5"), ("ENGRAM_LOCAL_MODEL", "bge"),
 ])
 def test_bad_values_name_the_variable(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
@@ -70,3 +73,12 @@ def test_every_setting_is_documented() -> None:
         assert shown == ("(empty)" if default == "" else f"`{default}`"), spec.env
     unknown = set(rows) - {spec.env for spec in SETTINGS}
     assert not unknown, f"documented but not a setting: {unknown}"
+
+
+def test_fusion_settings_parse(tmp_path: Path) -> None:
+    s = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path), "ENGRAM_RRF_K": "60",
+                               "ENGRAM_SEARCH_WEIGHTS": " bm25=2, graph=0 "})
+    assert s.rrf_k == 60 and s.search_weights == (("bm25", 2.0), ("graph", 0.0))
+    default = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path)})
+    assert default.rrf_k == 5
+    assert dict(default.search_weights) == {"bm25": 1.0, "vector": 0.8, "graph": 0.3}
