@@ -116,7 +116,10 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
            graph: bool = True, rrf_k: int = RRF_K) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
-    wants_vectors = vectors is not None and vectors.enabled and "vector" in preset.streams
+    if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
+        weights = {preset.streams[0]: 1.0}
+    wants_vectors = (vectors is not None and vectors.enabled and "vector" in preset.streams
+                     and weights.get("vector", 0) > 0)
     # hybrid does not wait for a model that is still loading; semantic has nothing else
     index = vectors.index(wait=preset.streams == ("vector",)) \
         if vectors is not None and wants_vectors else None

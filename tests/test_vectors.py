@@ -462,3 +462,21 @@ def test_document_writes_kick_the_derived_indexes_and_reads_do_not(tmp_path: Pat
     assert api.call("DELETE", f"/v1/memories/{memory['id']}")[0] in (200, 204)
     assert kicks == ["kick", "kick"]
     assert api.post("/v1/memories", {"project": "p"})[0] == 422 and len(kicks) == 2
+
+
+@needs_local
+def test_weights_shape_hybrid_only(vapi: Api, vector_gateway: Any) -> None:
+    """A one-stream mode ranks by its stream even when hybrid gives it no weight, and hybrid
+    does not run a stream weighted 0."""
+    project = f"w-{uuid.uuid4().hex[:6]}"
+    oid = _observe(vapi, project, "Redis evictions made the session cache drop users' carts")
+    wait_for(lambda: oid in _vector_ids(vapi, project, "key-value store losing baskets"), 60,
+             message="embedded")
+    store, vectors = vector_gateway.store, vector_gateway.vectors
+    no_vector = {"bm25": 1.0, "vector": 0.0, "graph": 0.3}
+    semantic = search.search(store, "key-value store losing baskets", Scope(project),
+                             mode="semantic", vectors=vectors, weights=no_vector)
+    assert [item["id"] for item in semantic["items"]] == [oid]
+    hybrid = search.search(store, "redis evictions", Scope(project), vectors=vectors,
+                           weights=no_vector)
+    assert hybrid["streams"] == ["bm25", "graph"] and "degraded" not in hybrid
