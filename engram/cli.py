@@ -4,6 +4,7 @@ and the hook path stay fast."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -102,10 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     _client_args(p)
 
     _add_bench_parser(sub)
+    for module in COMMAND_MODULES:
+        COMMANDS.update(importlib.import_module(module).add_commands(sub, _common, _client_args))
     return parser
 
 
-def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+def settings_for(args: argparse.Namespace, **extra: Any) -> Settings:
     overrides = {"data_dir": getattr(args, "data_dir", None),
                  "config_dir": getattr(args, "config_dir", None), **extra}
     return load_settings(overrides=overrides)
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from engram.server import serve, setup_logging
 
-    settings = _settings(args, host=args.host, port=args.port)
+    settings = settings_for(args, host=args.host, port=args.port)
     setup_logging(settings.log_level)
     try:
         return serve(settings)
@@ -175,7 +178,7 @@ def _celery_for(settings: Settings) -> Any:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_for(args)
     refused = _distributed_only(settings, "worker")
     if refused is not None:
         return refused
@@ -190,7 +193,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_beat(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_for(args)
     refused = _distributed_only(settings, "beat")
     if refused is not None:
         return refused
@@ -199,7 +202,7 @@ def cmd_beat(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _client(args: argparse.Namespace, settings: Settings) -> Any:
+def client_for(args: argparse.Namespace, settings: Settings) -> Any:
     from engram.client import Client
     from engram.secret import client_secret
 
@@ -209,8 +212,8 @@ def _client(args: argparse.Namespace, settings: Settings) -> Any:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    client = _client(args, settings)
+    settings = settings_for(args)
+    client = client_for(args, settings)
     status_code, report = client.request("GET", "/v1/status")
     if status_code == 401:
         if client.sends_secret:
@@ -289,8 +292,8 @@ def render_status(report: dict[str, Any], url: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    document = _client(args, settings).call("GET", "/v1/export")
+    settings = settings_for(args)
+    document = client_for(args, settings).call("GET", "/v1/export")
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
@@ -303,7 +306,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_for(args)
     try:
         raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
         document = json.loads(raw)
@@ -313,7 +316,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"engram: {args.file} is not JSON: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = _client(args, settings).call("POST", "/v1/import",
+    result = client_for(args, settings).call("POST", "/v1/import",
                                           {"data": document, "strategy": args.strategy})
     counts = result["imported"]
     print(f"imported ({args.strategy}): {counts['sessions']} sessions, "
@@ -325,7 +328,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from engram.demo import run_demo
 
-    return run_demo(_settings(args), args.url)
+    return run_demo(settings_for(args), args.url)
 
 
 def _add_bench_parser(sub: Any) -> None:
@@ -343,7 +346,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-COMMANDS = {
+COMMAND_MODULES = ("agents.capture", "agents.connect", "watcher.commands")
+"""Modules adding commands of their own: each has ``add_commands(sub, common, client_args)``
+(``common`` and ``client_args`` add the shared --data-dir/--config-dir and --url options) returning
+{command name: handler(args) -> exit code}. Heavy imports stay inside the handlers."""
+
+COMMANDS: dict[str, Any] = {
     "serve": cmd_serve, "worker": cmd_worker, "beat": cmd_beat, "status": cmd_status,
     "export": cmd_export, "import": cmd_import, "demo": cmd_demo, "bench": cmd_bench,
 }

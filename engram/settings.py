@@ -8,12 +8,15 @@ text. Values come from, in increasing precedence: the default, the env file in t
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+import sys
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the hook CLI ~2 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 ENV_FILE_NAME = "engram.env"
 """Name of the optional KEY=VALUE file read from the config dir."""
@@ -23,13 +26,14 @@ class SettingsError(ValueError):
     """A setting has a value that cannot be parsed; the message names the variable."""
 
 
-@dataclasses.dataclass(frozen=True)
 class Spec:
-    env: str
-    attr: str
-    parse: Callable[[str], Any]
-    default: Any
-    help: str
+    """One setting: its variable, attribute, parser, default and help text."""
+
+    __slots__ = ("env", "attr", "parse", "default", "help")
+
+    def __init__(self, env: str, attr: str, parse: Callable[[str], Any], default: Any,
+                 help: str) -> None:
+        self.env, self.attr, self.parse, self.default, self.help = env, attr, parse, default, help
 
 
 def _bool(raw: str) -> bool:
@@ -185,11 +189,37 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_RRF_K", "rrf_k", _non_negative_int, 5,
          "Rank offset k of the Reciprocal Rank Fusion: score = sum of w / (k + rank). Smaller "
          "trusts each stream's top ranks more."),
+    Spec("ENGRAM_PROJECT", "project", str, "",
+         "Project name the hook CLI and transcript import file captures under. Empty: the "
+         "name of the git repository holding the host's working directory (else its folder)."),
+    Spec("ENGRAM_HOOK_TIMEOUT_SECONDS", "hook_timeout_seconds", _positive_float, 2.0,
+         "Longest one `engram hook` call waits for the gateway before it spools the event and "
+         "exits 0 (the agent is never held up longer)."),
+    Spec("ENGRAM_SPOOL_MAX_BYTES", "spool_max_bytes", _positive_int, 20 * 1024 * 1024,
+         "Size bound of the offline spool (<data dir>/spool). Events that would pass it are "
+         "dropped and counted; `engram capture` shows the count."),
+    Spec("ENGRAM_SPOOL_MAX_AGE_HOURS", "spool_max_age_hours", _positive_float, 168.0,
+         "Spooled events older than this are dropped (and counted) instead of sent."),
+    Spec("ENGRAM_CAPTURE_ALLOW", "capture_allow", _list, ("*",),
+         "Comma-separated tool-name globs the hook captures; events without a tool always pass."),
+    Spec("ENGRAM_CAPTURE_DENY", "capture_deny", _list,
+         ("mcp__engram__*", "mcp_engram_*", "engram__*", "engram_*"),
+         "Comma-separated tool-name globs the hook never captures (wins over the allow list). "
+         "Default: Engram's own memory tools, so recall does not feed on itself."),
+    Spec("ENGRAM_CAPTURE_MAX_OUTPUT_CHARS", "capture_max_output_chars", _positive_int, 20_000,
+         "Longest tool output the hook sends; longer output keeps head and tail."),
+    Spec("ENGRAM_TRANSCRIPT_WATCH_CONFIG", "transcript_watch_config", str, "",
+         "Declarative transcript-watch configuration read by `engram watch-transcripts`. "
+         "Empty: <config dir>/transcript-watch.json."),
+    Spec("ENGRAM_TRANSCRIPT_POLL_SECONDS", "transcript_poll_seconds", _positive_float, 1.0,
+         "How often `engram watch-transcripts` looks for new lines besides file events."),
 )
 
 
-@dataclasses.dataclass(frozen=True)
 class Settings:
+    """The parsed settings, read-only. A plain class, not a dataclass: the hook CLI loads this
+    module on an agent's hot path and ``dataclasses`` alone costs ~9 ms to import."""
+
     data_dir: Path
     config_dir: Path
     host: str
@@ -222,6 +252,30 @@ class Settings:
     chroma_url: str
     search_weights: tuple[tuple[str, float], ...]
     rrf_k: int
+    project: str
+    hook_timeout_seconds: float
+    spool_max_bytes: int
+    spool_max_age_hours: float
+    capture_allow: tuple[str, ...]
+    capture_deny: tuple[str, ...]
+    capture_max_output_chars: int
+    transcript_watch_config: str
+    transcript_poll_seconds: float
+
+    def __init__(self, **values: Any) -> None:
+        missing = {spec.attr for spec in SETTINGS} - values.keys()
+        if missing:
+            raise TypeError(f"missing settings: {', '.join(sorted(missing))}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Settings are read-only; build new ones with load_settings()")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{spec.attr}={getattr(self, spec.attr)!r}" for spec in SETTINGS
+                          if spec.attr != "secret")
+        return f"Settings({shown})"
 
     @property
     def embedded(self) -> bool:
@@ -264,11 +318,18 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def _platform_dir(kind: str) -> Path:
-    import platformdirs
-
-    if kind == "data":
-        return Path(platformdirs.user_data_dir("engram", appauthor=False))
-    return Path(platformdirs.user_config_dir("engram", appauthor=False))
+    """The user data or config dir, as platformdirs computes it (tested against it); written
+    out because importing platformdirs costs the hook CLI ~15 ms."""
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "engram"
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(base) / "engram"
+    variable, fallback = (("XDG_DATA_HOME", ".local/share") if kind == "data"
+                          else ("XDG_CONFIG_HOME", ".config"))
+    base = os.environ.get(variable, "").strip()
+    return Path(base if base else home / fallback) / "engram"
 
 
 def load_settings(

@@ -56,7 +56,7 @@ def test_allowed_origins_is_a_list(tmp_path: Path) -> None:
 def test_every_setting_is_declared_once_and_typed() -> None:
     names = [spec.env for spec in SETTINGS]
     assert len(names) == len(set(names))
-    fields = set(Settings.__dataclass_fields__)
+    fields = set(Settings.__annotations__)
     assert {spec.attr for spec in SETTINGS} == fields
     assert all(spec.help and spec.env.startswith("ENGRAM_") for spec in SETTINGS)
 
@@ -82,3 +82,26 @@ def test_fusion_settings_parse(tmp_path: Path) -> None:
     default = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path)})
     assert default.rrf_k == 5
     assert dict(default.search_weights) == {"bm25": 1.0, "vector": 0.8, "graph": 0.3}
+
+
+def test_platform_dirs_match_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The written-out default dirs are the ones platformdirs gives (existing installs keep
+    their data); the hook CLI cannot afford to import platformdirs."""
+    import platformdirs
+
+    from engram.settings import _platform_dir
+
+    for xdg in ({}, {"XDG_DATA_HOME": "/tmp/xdg-data", "XDG_CONFIG_HOME": "/tmp/xdg-config"}):
+        for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in xdg.items():
+            monkeypatch.setenv(name, value)
+        assert _platform_dir("data") == Path(platformdirs.user_data_dir("engram", appauthor=False))
+        assert _platform_dir("config") == Path(
+            platformdirs.user_config_dir("engram", appauthor=False))
+
+
+def test_settings_are_read_only(settings: Settings) -> None:
+    with pytest.raises(AttributeError):
+        settings.port = 1  # type: ignore[misc]
+    assert "secret=" not in repr(settings)

@@ -1,0 +1,1 @@
+"""Host adapters: one module per host, each following ``agents.contract``."""

@@ -1,0 +1,63 @@
+"""Claude Code: hooks in ``settings.json`` get one JSON object on stdin per event.
+
+Session start answers ``hookSpecificOutput.additionalContext``; every other event prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agents.contract import BadPayload, HookEvent, text, valid_id, valid_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+HOST = "claude-code"
+DISPLAY = "Claude Code"
+EVENTS = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "PreToolUse": "tool_pre",
+    "PostToolUse": "tool_post",
+    "PostToolUseFailure": "tool_failure",
+    "Stop": "agent_response",
+    "SubagentStop": "subagent_stop",
+    "PreCompact": "compact",
+    "Notification": "notification",
+    "SessionEnd": "session_end",
+}
+
+
+def normalise(hook: str, payload: dict[str, Any], host: str = HOST) -> HookEvent:
+    """Also used by hosts that copied Claude Code's hook payloads (Kimi Code, Codex)."""
+    name = payload.get("hook_event_name") or hook
+    if not isinstance(name, str):
+        raise BadPayload("hook_event_name must be a string")
+    kind = EVENTS.get(hook, "other")
+    subagent = valid_id(payload.get("agent_id"), "agent_id")
+    tool_input = payload.get("tool_input")
+    if kind == "subagent_stop" and (subagent or payload.get("agent_type")):
+        tool_input = {"agentId": subagent, "agentType": payload.get("agent_type")}
+    return HookEvent(
+        host, hook, kind,
+        session_id=valid_id(payload.get("session_id"), "session_id"),
+        turn_id=valid_id(payload.get("turn_id"), "turn_id"),
+        tool_use_id=valid_id(payload.get("tool_use_id"), "tool_use_id"),
+        cwd=valid_path(payload.get("cwd"), "cwd"),
+        transcript_path=valid_path(payload.get("transcript_path"), "transcript_path"),
+        tool_name=payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None,
+        tool_input=tool_input,
+        tool_output=payload.get("tool_response"),
+        prompt=text(payload.get("prompt")),
+        message=text(payload.get("last_assistant_message") or payload.get("message")),
+        error=text(payload.get("error")),
+        subagent_id=subagent,
+    )
+
+
+def respond(event: HookEvent, context: str | None) -> str:
+    if event.kind != "session_start" or not context:
+        return ""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event.hook,
+                                              "additionalContext": context}})
