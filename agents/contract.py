@@ -19,7 +19,6 @@ An adapter is a module in ``agents.adapters`` that defines:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -195,7 +194,19 @@ def event_id(event: HookEvent, fallback_time: float) -> str:
          [event.tool_name, event.tool_input, event.tool_output, event.prompt, event.message,
           event.error]],
         sort_keys=True, default=str, ensure_ascii=False)
-    return "derived:" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+    return "derived:" + _sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def _sha256(data: bytes) -> Any:
+    """hashlib's OpenSSL binding costs the hook ~2 ms to load; the builtin module is enough."""
+    try:
+        from _sha256 import sha256  # Python 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # Python 3.12+
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data)
 
 
 def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:

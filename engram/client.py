@@ -6,10 +6,11 @@ The secret is only ever sent to loopback URLs unless ENGRAM_SECRET was set expli
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
-from typing import Any
 from urllib.parse import urlsplit
+
+TYPE_CHECKING = False  # typing costs the hook CLI ~2 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class GatewayUnreachable(Exception):
@@ -42,6 +43,9 @@ class Client:
         return bool(self._auth)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        import urllib.error  # here, not at the top: the hook CLI imports is_loopback_url
+        import urllib.request
+
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {**self._auth, "Accept": "application/json"}
         if data is not None:

@@ -65,6 +65,22 @@ def start() -> Any:
 
 @bp.post("/v1/sessions/<session_id>/end")
 def end(session_id: str) -> Any:
+    """End a session. A body with ``project`` (and ``host``, ``cwd``, ``agentId``) first creates
+    a session not seen yet: a hook's end may arrive before a worker stored the session's first
+    event, or after its start was lost."""
+    body = request.get_json(silent=True) if request.content_length else None
+    if body is not None:
+        if not isinstance(body, dict):
+            raise ApiError(400, "body must be a JSON object", code="malformed_json")
+        errors: dict[str, str] = {}
+        project = _str_field(body, "project", errors)
+        host = _str_field(body, "host", errors, limit=64)
+        cwd = _str_field(body, "cwd", errors, limit=4096)
+        agent_id = _str_field(body, "agentId", errors)
+        if errors:
+            raise ApiError(422, "invalid session", details={"fields": errors})
+        if project and sessions.get(store(), session_id) is None:
+            sessions.start(store(), session_id, project, host=host, agent_id=agent_id, cwd=cwd)
     session = sessions.end(store(), session_id)
     if session is None:
         raise ApiError(404, f"no session {session_id!r}")

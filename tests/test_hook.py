@@ -1,0 +1,328 @@
+"""The hook CLI as agent hosts run it: a real `engram hook` subprocess against a real `engram serve`,
+a stopped one, a frozen one and a full one. Every event a hook produced is stored exactly once,
+or is visible in the spool."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import ENGRAM, Cluster, redis_available, wait_for
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hosts"
+SESSION = "7f3c2a91-5b64-4e0d-9c1a-2d8e4f6b1a37"  # the Claude Code fixtures' session
+SECRET_VALUE = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8" * 4
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def hook(env: dict[str, str], host: str, event: str, payload: Any,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run([ENGRAM, "hook", host, event], input=stdin, env=env, text=True,
+                          capture_output=True, timeout=30, cwd=cwd)
+
+
+def engram(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ENGRAM, *args], env=env, text=True, capture_output=True, timeout=60)
+
+
+def observations(cluster: Cluster, session: str) -> list[dict[str, Any]]:
+    status, page = cluster.request("GET", f"/v1/sessions/{session}/observations?limit=1000")
+    return page["items"] if status == 200 else []
+
+
+def settled(cluster: Cluster) -> bool:
+    _, report = cluster.request("GET", "/v1/status")
+    inbox = report.get("inbox", {})
+    return inbox.get("waiting", 1) == 0 and inbox.get("processing", 1) == 0
+
+
+def spool_dir(cluster: Cluster) -> Path:
+    return cluster.tmp / "data" / "spool"
+
+
+def spooled(cluster: Cluster) -> list[dict[str, Any]]:
+    path = spool_dir(cluster) / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    made = Cluster(tmp_path, ENGRAM_PROJECT="acme-api", ENGRAM_HOOK_TIMEOUT_SECONDS="1.5")
+    made.env.pop("PYTHONDONTWRITEBYTECODE", None)
+    yield made
+    made.stop_all()
+
+
+def tool_call(n: int, session: str = SESSION) -> dict[str, Any]:
+    payload = fixture("claude-code-PostToolUse")
+    payload["session_id"] = session
+    payload["tool_use_id"] = f"toolu_{n:04d}"
+    payload["tool_input"] = {"command": f"pytest tests/test_{n}.py -q"}
+    return payload
+
+
+def test_every_claude_code_event_is_stored_once_and_session_start_gets_context(
+        cluster: Cluster) -> None:
+    cluster.serve()
+    events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+              "PostToolUse-Edit", "PostToolUseFailure", "PreCompact", "Stop", "SubagentStop"]
+    for name in events:
+        result = hook(cluster.env, "claude-code", name.removesuffix("-Edit"),
+                      fixture(f"claude-code-{name}"))
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        if name == "SessionStart":
+            answer = json.loads(result.stdout)
+            context = answer["hookSpecificOutput"]["additionalContext"]
+            assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+            assert "# Engram memory: acme-api" in context
+        else:
+            assert result.stdout == ""
+    # Replays of the tool calls (same tool_use_id): the gateway recognises them.
+    for name in ("PostToolUse", "PreToolUse"):
+        assert hook(cluster.env, "claude-code", name, fixture(f"claude-code-{name}")).returncode == 0
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) >= 8)
+    stored = observations(cluster, SESSION)
+    hooks = sorted(o["hookType"] for o in stored)
+    assert hooks == sorted(["UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUse",
+                            "PostToolUseFailure", "PreCompact", "Stop", "SubagentStop"])
+    assert not spooled(cluster)
+
+    result = hook(cluster.env, "claude-code", "SessionEnd", fixture("claude-code-SessionEnd"))
+    assert result.returncode == 0 and result.stdout == ""
+    wait_for(lambda: cluster.request("GET", f"/v1/sessions/{SESSION}")[1]["status"] == "ended")
+
+    # A second session starts with what the first one left.
+    start = fixture("claude-code-SessionStart") | {"session_id": "second-session"}
+    context = json.loads(hook(cluster.env, "claude-code", "SessionStart", start).stdout)
+    assert "pytest" in context["hookSpecificOutput"]["additionalContext"]
+
+
+def test_gateway_down_spools_then_drain_stores_each_event_exactly_once(cluster: Cluster) -> None:
+    cluster.env["ENGRAM_URL"] = f"http://127.0.0.1:{cluster.port}"
+    started = time.monotonic()
+    for n in range(5):
+        payload = tool_call(n)
+        if n == 0:
+            payload["tool_response"] = {"stdout": f"export ANTHROPIC_API_KEY={SECRET_VALUE}"}
+        result = hook(cluster.env, "claude-code", "PostToolUse", payload)
+        assert result.returncode == 0 and result.stdout == "", result.stderr
+    assert time.monotonic() - started < 5 * 3.0  # refused at once, never the whole budget
+    end = hook(cluster.env, "claude-code", "SessionEnd", fixture("claude-code-SessionEnd"))
+    assert end.returncode == 0
+
+    records = spooled(cluster)
+    assert [r["path"] for r in records] == ["/v1/observe"] * 6 + [f"/v1/sessions/{SESSION}/end"]
+    spool_file = spool_dir(cluster) / "events.jsonl"
+    assert stat.S_IMODE(spool_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(spool_dir(cluster).stat().st_mode) == 0o700
+    assert SECRET_VALUE not in spool_file.read_text()
+    shown = engram(cluster.env, "capture")
+    assert shown.returncode == 0 and "waiting:  7 request(s)" in shown.stdout, shown.stdout
+
+    cluster.serve()
+    drained = engram(cluster.env, "capture", "--drain")
+    assert drained.returncode == 0, drained.stderr
+    assert "sent 7, already stored 0" in drained.stdout
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 6)
+    assert cluster.request("GET", f"/v1/sessions/{SESSION}")[1]["status"] == "ended"
+    assert not spooled(cluster)
+
+    # The same events again (a drain that died after sending): duplicates, nothing doubles.
+    for n in range(5):
+        hook(cluster.env, "claude-code", "PostToolUse", tool_call(n))
+    wait_for(lambda: settled(cluster))
+    stored = observations(cluster, SESSION)
+    assert len(stored) == 6
+    assert SECRET_VALUE not in json.dumps(stored)
+
+
+def test_a_later_hook_drains_the_spool_in_a_detached_child(cluster: Cluster) -> None:
+    for n in range(3):
+        assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(n)).returncode == 0
+    assert len(spooled(cluster)) == 3
+    cluster.serve()
+    assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(3)).returncode == 0
+    wait_for(lambda: not spooled(cluster) and settled(cluster)
+             and len(observations(cluster, SESSION)) == 4)
+    calls = sorted(o["commands"][0] for o in observations(cluster, SESSION))
+    assert calls == [f"pytest tests/test_{n}.py -q" for n in range(4)]
+
+
+def test_a_frozen_gateway_costs_the_hook_its_budget_not_more(cluster: Cluster) -> None:
+    proc = cluster.serve()
+    os.kill(proc.popen.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+    try:
+        started = time.monotonic()
+        result = hook(cluster.env, "claude-code", "PostToolUse", tool_call(1))
+        took = time.monotonic() - started
+    finally:
+        os.kill(proc.popen.pid, signal.SIGCONT)
+    assert result.returncode == 0 and result.stdout == ""
+    assert 1.4 < took < 1.5 + 2.5, took  # ENGRAM_HOOK_TIMEOUT_SECONDS=1.5, plus start-up
+    assert [r["body"]["eventId"] for r in spooled(cluster)] == [
+        f"claude-code:{SESSION}:PostToolUse:toolu_0001"]
+    assert engram(cluster.env, "capture", "--drain").returncode == 0
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 1)
+
+
+def test_a_full_inbox_503_spools_and_the_drain_delivers_once_workers_run(
+        tmp_path: Path) -> None:
+    redis_url = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+    if not redis_available(redis_url):
+        if os.environ.get("CI"):
+            pytest.fail(f"Redis is not reachable at {redis_url}; .ci/run must start it")
+        pytest.skip(f"Redis is not reachable at {redis_url}")
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()
+    cluster = Cluster(tmp_path, ENGRAM_BROKER_URL=redis_url, ENGRAM_INBOX_MAX="2",
+                      ENGRAM_PROJECT="acme-api")
+    try:
+        cluster.serve()  # distributed mode, no worker yet: the inbox fills
+        for n in range(4):
+            assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(n)).returncode == 0
+        assert [r["body"]["eventId"][-4:] for r in spooled(cluster)] == ["0002", "0003"]
+        cluster.start("worker", "--pool", "solo")
+        wait_for(lambda: settled(cluster), timeout=60)
+        drained = engram(cluster.env, "capture", "--drain")
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 4,
+                 timeout=60)
+    finally:
+        cluster.stop_all()
+
+
+def test_a_wrong_secret_spools_and_says_how_to_fix_it(cluster: Cluster) -> None:
+    cluster.serve()
+    env = {**cluster.env, "ENGRAM_SECRET": "not-the-secret"}
+    result = hook(env, "claude-code", "PostToolUse", tool_call(7))
+    assert result.returncode == 0
+    assert "HTTP 401" in result.stderr and "ENGRAM_SECRET" in result.stderr
+    assert len(spooled(cluster)) == 1
+    assert engram(cluster.env, "capture", "--drain").returncode == 0
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 1)
+
+
+def test_unusable_input_never_breaks_the_agent_and_is_never_silent(cluster: Cluster) -> None:
+    cluster.serve()
+    log = spool_dir(cluster) / "hook-errors.log"
+    cases = [
+        ("claude-code", "PostToolUse", "not json {"),
+        ("claude-code", "PostToolUse", "[1, 2]"),
+        ("claude-code", "PostToolUse", json.dumps(tool_call(1) | {"session_id": "../../etc"})),
+        ("claude-code", "PostToolUse", json.dumps(tool_call(1) | {"cwd": "relative/dir"})),
+        ("nosuchhost", "PostToolUse", json.dumps(tool_call(1))),
+    ]
+    for host, event, stdin in cases:
+        result = hook(cluster.env, host, event, stdin)
+        assert result.returncode == 0
+        assert result.stdout == ""
+        assert result.stderr.startswith(f"engram hook {host} {event}: "), result.stderr
+        assert "Traceback" not in result.stderr
+    lines = log.read_text().splitlines()
+    assert len(lines) == len(cases)
+    assert "stdin is not JSON" in lines[0] and "one JSON object" in lines[1]
+    assert "session_id is not a safe id" in lines[2] and "absolute path" in lines[3]
+    assert "unknown host 'nosuchhost'" in lines[4]
+    assert not (cluster.tmp / "etc").exists()
+    assert not spooled(cluster)
+
+
+def test_the_gateway_refusing_an_event_for_good_is_kept_as_refused(cluster: Cluster) -> None:
+    cluster.serve()
+    payload = {"sessionId": "raw-1", "project": "acme-api", "toolName": "x" * 500}
+    result = hook(cluster.env, "raw", "PostToolUse", payload)
+    assert result.returncode == 0 and "HTTP 422" in result.stderr
+    shown = engram(cluster.env, "capture")
+    assert "refused:  1" in shown.stdout and "HTTP 422" in shown.stdout, shown.stdout
+
+
+def test_capture_filters_and_output_bound(cluster: Cluster) -> None:
+    cluster.serve()
+    own = tool_call(1) | {"tool_name": "mcp__engram__search", "tool_use_id": "toolu_own"}
+    assert hook(cluster.env, "claude-code", "PostToolUse", own).returncode == 0
+    env = {**cluster.env, "ENGRAM_CAPTURE_ALLOW": "Bash,Edit", "ENGRAM_CAPTURE_DENY": "",
+           "ENGRAM_CAPTURE_MAX_OUTPUT_CHARS": "1000"}
+    read = tool_call(2) | {"tool_name": "Read", "tool_use_id": "toolu_read"}
+    assert hook(env, "claude-code", "PostToolUse", read).returncode == 0
+    big = tool_call(3) | {"tool_response": {"stdout": "x" * 50_000 + "THE-END"}}
+    assert hook(env, "claude-code", "PostToolUse", big).returncode == 0
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) >= 1)
+    stored = observations(cluster, SESSION)
+    assert [o["toolName"] for o in stored] == ["Bash"]
+    detail = cluster.request("GET", f"/v1/observations/{stored[0]['id']}")[1]
+    output = json.dumps(detail["toolOutput"])
+    assert len(output) < 1200 and "THE-END" in output and "chars omitted" in output
+
+
+def test_spool_bounds_are_counted_and_a_dead_drains_batch_is_resent(cluster: Cluster) -> None:
+    env = {**cluster.env, "ENGRAM_SPOOL_MAX_BYTES": "3000"}
+    for n in range(6):
+        hook(env, "claude-code", "PostToolUse", tool_call(n))
+    kept = spooled(cluster)
+    assert 0 < len(kept) < 6
+    # A drain killed mid-way left its batch; an old record is past its age.
+    directory = spool_dir(cluster)
+    leftover = dict(kept[0], body=dict(kept[0]["body"], eventId="claude-code:left:over:1"))
+    (directory / "draining-999999.jsonl").write_text(json.dumps(leftover) + "\n")
+    old = dict(kept[0], spooledAt=time.time() - 8 * 24 * 3600,
+               body=dict(kept[0]["body"], eventId="claude-code:too:old:1"))
+    with open(directory / "events.jsonl", "a") as out:
+        out.write(json.dumps(old) + "\n")
+    shown = engram(env, "capture")
+    assert f"dropped:  {6 - len(kept)} (spool full" in shown.stdout, shown.stdout
+    cluster.serve()
+    drained = engram(env, "capture", "--drain")
+    assert f"sent {len(kept) + 1}" in drained.stdout and "expired 1" in drained.stdout, \
+        drained.stdout
+    assert not list(directory.glob("draining-*"))
+    wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == len(kept) + 1)
+
+
+def test_the_hook_imports_only_the_standard_library_and_its_adapter(cluster: Cluster) -> None:
+    cluster.serve()
+    probe = (
+        "import sys, json\n"
+        "from engram.entry import main\n"
+        "main(['hook', 'claude-code', 'PostToolUse'])\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], input=json.dumps(tool_call(1)),
+                            env=cluster.env, text=True, capture_output=True, timeout=30)
+    loaded = json.loads(result.stderr.strip().splitlines()[-1])
+    outside = {m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names}
+    ours = {m for m in outside if m.split(".")[0] in ("engram", "agents")}
+    assert outside - ours <= {"__main__", "_distutils_hack",
+                             "__editable___engram_0_1_0_finder"}, outside
+    assert {m for m in ours if m.startswith("agents.adapters.")} <= {
+        "agents.adapters.claude_code", "agents.adapters._common"}
+    assert "engram.privacy" not in ours  # the scrubber loads only when an event is spooled
+    for heavy in ("flask", "celery", "sqlalchemy", "chromadb", "typing", "dataclasses",
+                  "urllib.request", "http.client", "ssl"):
+        assert heavy not in loaded, heavy
+
+
+def test_hook_help_and_usage(cluster: Cluster) -> None:
+    shown = engram(cluster.env, "hook", "--help")
+    assert shown.returncode == 0 and "claude-code" in shown.stdout and "spool" in shown.stdout
+    usage = engram(cluster.env, "hook")
+    assert usage.returncode == 2 and "usage: engram hook HOST EVENT" in usage.stderr
