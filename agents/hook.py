@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
 
 def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
     """Handle one hook call; returns what to print on stdout."""
-    from agents.contract import BadPayload
+    from agents.contract import BadPayload, valid_id
     from agents.registry import UnknownHost, load
     from engram.settings import SettingsError, load_settings
 
@@ -97,6 +97,7 @@ def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
             raise BadPayload(f"stdin is not JSON: {exc}") from None
         if not isinstance(payload, dict):
             raise BadPayload("stdin must be one JSON object")
+        valid_id(hook, "the EVENT argument")  # it goes into eventIds and the hookType
         event = adapter.normalise(hook, payload)
     except BadPayload as exc:
         _report(settings, host, hook, f"unusable payload: {exc}")

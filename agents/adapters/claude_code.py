@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from agents.contract import BadPayload, HookEvent, text, valid_id, valid_path
+from agents.adapters._common import epoch_seconds, obj, opt_str
+from agents.contract import HookEvent, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,12 +30,13 @@ EVENTS = {
 }
 
 
-def normalise(hook: str, payload: dict[str, Any], host: str = HOST) -> HookEvent:
-    """Also used by hosts that copied Claude Code's hook payloads (Kimi Code, Codex)."""
-    name = payload.get("hook_event_name") or hook
-    if not isinstance(name, str):
-        raise BadPayload("hook_event_name must be a string")
-    kind = EVENTS.get(hook, "other")
+def normalise(hook: str, payload: Any, host: str = HOST,
+              events: dict[str, str] | None = None) -> HookEvent:
+    """Also used by hosts that copied Claude Code's hook payloads (Codex, Kimi Code), with
+    their own ``events``."""
+    payload = obj(payload)
+    opt_str(payload, "hook_event_name")  # type check only: the configured name is ``hook``
+    kind = (EVENTS if events is None else events).get(hook, "other")
     subagent = valid_id(payload.get("agent_id"), "agent_id")
     tool_input = payload.get("tool_input")
     if kind == "subagent_stop" and (subagent or payload.get("agent_type")):
@@ -46,12 +48,13 @@ def normalise(hook: str, payload: dict[str, Any], host: str = HOST) -> HookEvent
         tool_use_id=valid_id(payload.get("tool_use_id"), "tool_use_id"),
         cwd=valid_path(payload.get("cwd"), "cwd"),
         transcript_path=valid_path(payload.get("transcript_path"), "transcript_path"),
-        tool_name=payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None,
+        tool_name=opt_str(payload, "tool_name"),
         tool_input=tool_input,
         tool_output=payload.get("tool_response"),
         prompt=text(payload.get("prompt")),
         message=text(payload.get("last_assistant_message") or payload.get("message")),
         error=text(payload.get("error")),
+        timestamp=epoch_seconds(payload.get("timestamp")),  # Claude Code sends none; copies may
         subagent_id=subagent,
     )
 
@@ -59,5 +62,5 @@ def normalise(hook: str, payload: dict[str, Any], host: str = HOST) -> HookEvent
 def respond(event: HookEvent, context: str | None) -> str:
     if event.kind != "session_start" or not context:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event.hook,
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                               "additionalContext": context}})

@@ -1,0 +1,41 @@
+"""Codex CLI: hooks in ``~/.codex/hooks.json`` or ``<repo>/.codex/hooks.json`` (or ``[hooks]`` in
+``config.toml``) get Claude Code's payload shape plus ``turn_id`` on turn-scoped events.
+
+Session start answers ``hookSpecificOutput.additionalContext`` (Codex validates that envelope
+strictly: ``hookEventName`` must be ``SessionStart``); every other event prints nothing, which
+Codex reads as "carry on".
+"""
+
+from __future__ import annotations
+
+from agents.adapters import claude_code
+from agents.contract import HookEvent, text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+HOST = "codex"
+DISPLAY = "Codex CLI"
+EVENTS = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "PreToolUse": "tool_pre",
+    "PostToolUse": "tool_post",
+    "Stop": "agent_response",
+    "StopFailure": "other",
+    "SubagentStop": "subagent_stop",
+    "PreCompact": "compact",
+}
+
+
+def normalise(hook: str, payload: Any) -> HookEvent:
+    event = claude_code.normalise(hook, payload, HOST, EVENTS)
+    details = text(payload.get("error_details"))
+    if event.error and details:  # StopFailure: ``error`` is a category (rate_limit, ...)
+        event.error = f"{event.error}: {details}"
+    return event
+
+
+def respond(event: HookEvent, context: str | None) -> str:
+    return claude_code.respond(event, context)
