@@ -1,0 +1,526 @@
+"""Which files each agent host reads, and the entries Engram adds to and removes from them.
+
+Every edit is a pair of pure functions over parsed data (plain JSON/YAML data or a tomlkit
+document): ``add`` puts Engram's entry in (replacing a stale one, keeping every other key and the
+user's own extra keys inside Engram's entry), ``remove`` takes out exactly what ``add`` put in.
+Engram's entries are recognised by the server name ``engram`` and by hook commands whose first
+two words are ``engram hook`` (any path to the executable).
+
+Sources for each format are listed in docs/connect.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.hostconfig.formats import ConfigSyntaxError
+
+SERVER_NAME = "engram"
+"""Name of Engram's MCP server entry in every host config."""
+
+TOOL_KINDS = ("tool_post", "tool_failure")
+
+REGISTER: dict[str, dict[str, str]] = {
+    "claude-code": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+                    "PostToolUse": "tool_post", "PostToolUseFailure": "tool_failure",
+                    "Stop": "agent_response", "PreCompact": "compact",
+                    "SessionEnd": "session_end"},
+    "codex": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+              "PostToolUse": "tool_post", "Stop": "agent_response", "PreCompact": "compact"},
+    "cursor": {"sessionStart": "session_start", "beforeSubmitPrompt": "prompt",
+               "postToolUse": "tool_post", "postToolUseFailure": "tool_failure",
+               "afterAgentResponse": "agent_response", "preCompact": "compact",
+               "sessionEnd": "session_end"},
+    "gemini-cli": {"SessionStart": "session_start", "BeforeAgent": "prompt",
+                   "AfterTool": "tool_post", "AfterAgent": "agent_response",
+                   "PreCompress": "compact", "SessionEnd": "session_end"},
+    "copilot-cli": {"sessionStart": "session_start", "userPromptSubmitted": "prompt",
+                    "postToolUse": "tool_post", "postToolUseFailure": "tool_failure",
+                    "agentStop": "agent_response", "preCompact": "compact",
+                    "sessionEnd": "session_end"},
+    "windsurf": {"pre_user_prompt": "prompt", "post_write_code": "file_edit",
+                 "post_run_command": "tool_post", "post_mcp_tool_use": "tool_post",
+                 "post_cascade_response": "agent_response"},
+    "kimi": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+             "PostToolUse": "tool_post", "PostToolUseFailure": "tool_failure",
+             "Stop": "agent_response", "PreCompact": "compact", "SessionEnd": "session_end"},
+}
+"""Hook events connect registers per host: session start, prompt, after-tool (and failure), the
+agent's response, compaction, session end. "Before" events (PreToolUse...) are left out: Engram
+only observes. Where a host fires two events for one thing (Cursor's postToolUse and
+afterShellExecution, afterAgentResponse and stop), only one is registered so nothing is captured
+twice. When the host's adapter is installed, only events its ``EVENTS`` knows are registered, with
+the adapter's kinds; these kinds are the fallback."""
+
+
+@dataclass
+class Context:
+    """What an edit needs to know: the executable, the host, its events, and a record of the
+    optional things this connect added (so disconnect removes only those)."""
+
+    exe: str
+    host: str
+    events: dict[str, str]
+    added: list[str] = field(default_factory=list)
+    recorded: tuple[str, ...] = ()
+
+    def hook_command(self, event: str) -> str:
+        return f"{shlex.quote(self.exe)} hook {self.host} {event}"
+
+    def mcp_argv(self) -> list[str]:
+        return [self.exe, "mcp"]
+
+
+Edit = Callable[[Any, Context], Any]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One thing connect writes (the MCP server, or the hooks) into one file per scope."""
+
+    kind: str  # "mcp" | "hooks"
+    fmt: str  # "json" | "jsonc" | "toml" | "yaml"
+    paths: dict[str, str]  # scope -> "~/..." (home) or "./..." (project dir)
+    add: Edit
+    remove: Edit
+    skeleton: str = ""  # text of a new file, before Engram's entry goes in
+    owned: bool = False  # the file is Engram's own: deleted when nothing else is left
+    refuse_if: str = ""  # a sibling file whose presence means this file must not be created
+    refuse_why: str = ""
+    flag: bool = False  # an auxiliary setting the hooks need (lives in the MCP file)
+    boilerplate: tuple[str, ...] = ()  # keys add() puts in a new file besides Engram's entries
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    display: str
+    parts: tuple[Part, ...]
+    note: str = ""
+
+
+def is_engram_hook(command: Any) -> bool:
+    """True for ``engram hook ...`` with any path to the engram executable."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return len(words) >= 2 and os.path.basename(words[0]) in ("engram", "engram.exe") \
+        and words[1] == "hook"
+
+
+def _object(data: Any, key: str, where: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigSyntaxError(f"expected a JSON object at {where or 'the top level'}")
+    value = data.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise ConfigSyntaxError(f"expected '{(where + '.' if where else '') + key}' to be an "
+                                f"object, found {type(value).__name__}")
+    return value
+
+
+# --- MCP server entries --------------------------------------------------------------------------
+
+def mcp_map(key: str, entry: Callable[[Context], dict[str, Any]]) -> tuple[Edit, Edit]:
+    """``{key: {"engram": entry}}`` in a JSON object (mcpServers, context_servers, mcp)."""
+
+    def add(data: Any, ctx: Context) -> Any:
+        servers = _object(data, key)
+        desired = entry(ctx)
+        current = servers.get(SERVER_NAME)
+        merged = {**current, **desired} if isinstance(current, dict) else desired
+        if current != merged:
+            servers[SERVER_NAME] = merged
+        return data
+
+    def remove(data: Any, ctx: Context) -> Any:
+        servers = data.get(key) if isinstance(data, dict) else None
+        if isinstance(servers, dict) and SERVER_NAME in servers:
+            del servers[SERVER_NAME]
+            if not servers:
+                del data[key]
+        return data
+
+    return add, remove
+
+
+def toml_mcp() -> tuple[Edit, Edit]:
+    """Codex: ``[mcp_servers.engram]`` with command and args."""
+
+    def add(doc: Any, ctx: Context) -> Any:
+        import tomlkit
+
+        servers = doc.get("mcp_servers")
+        if servers is None:
+            servers = tomlkit.table(is_super_table=True)
+            doc["mcp_servers"] = servers
+        if not isinstance(servers, dict):
+            raise ConfigSyntaxError("expected 'mcp_servers' to be a table")
+        current = servers.get(SERVER_NAME)
+        desired = {"command": ctx.exe, "args": ["mcp"]}
+        if isinstance(current, dict):
+            for k, v in desired.items():
+                if current.get(k) != v:
+                    current[k] = v
+        else:
+            table = tomlkit.table()
+            table.update(desired)
+            servers[SERVER_NAME] = table
+        return doc
+
+    def remove(doc: Any, ctx: Context) -> Any:
+        servers = doc.get("mcp_servers")
+        if isinstance(servers, dict) and SERVER_NAME in servers:
+            del servers[SERVER_NAME]
+            if not servers:
+                del doc["mcp_servers"]
+        return doc
+
+    return add, remove
+
+
+def yaml_mcp_list() -> tuple[Edit, Edit]:
+    """Continue: ``mcpServers:`` is a list of ``{name, command, args}``."""
+
+    def add(data: Any, ctx: Context) -> Any:
+        if not isinstance(data, dict):
+            raise ConfigSyntaxError("expected a mapping at the top level")
+        servers = data.setdefault("mcpServers", [])
+        if not isinstance(servers, list):
+            raise ConfigSyntaxError("expected 'mcpServers' to be a list")
+        desired = {"name": SERVER_NAME, "command": ctx.exe, "args": ["mcp"]}
+        ours = [s for s in servers if isinstance(s, dict) and s.get("name") == SERVER_NAME]
+        if len(ours) == 1 and {**ours[0], **desired} == ours[0]:
+            return data
+        merged = {**ours[0], **desired} if ours else desired
+        data["mcpServers"] = [s for s in servers if not any(s is o for o in ours)] + [merged]
+        return data
+
+    def remove(data: Any, ctx: Context) -> Any:
+        servers = data.get("mcpServers") if isinstance(data, dict) else None
+        if isinstance(servers, list):
+            kept = [s for s in servers if not (isinstance(s, dict) and s.get("name") ==
+                                               SERVER_NAME)]
+            if len(kept) != len(servers):
+                if kept:
+                    data["mcpServers"] = kept
+                else:
+                    del data["mcpServers"]
+        return data
+
+    return add, remove
+
+
+# --- hooks ---------------------------------------------------------------------------------------
+
+def _strip_engram(entries: list[Any], command_of: Callable[[Any], Any]) -> list[Any]:
+    return [e for e in entries if not is_engram_hook(command_of(e))]
+
+
+def nested_hooks(tool_matcher: str | None = None,
+                 extra: dict[str, Any] | None = None) -> tuple[Edit, Edit]:
+    """Claude Code / Codex / Gemini CLI: ``hooks.<Event> = [{matcher?, hooks: [{type, command}]}]``.
+    ``tool_matcher`` goes on tool events only; lifecycle events get no matcher."""
+
+    def groups_commands(groups: list[Any]) -> list[Any]:
+        return [h.get("command") for g in groups if isinstance(g, dict)
+                for h in (g.get("hooks") or []) if isinstance(h, dict)]
+
+    def strip(groups: list[Any]) -> list[Any]:
+        out = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(inner, list):
+                kept = _strip_engram(inner, lambda h: h.get("command")
+                                     if isinstance(h, dict) else None)
+                if len(kept) != len(inner):
+                    if not kept:
+                        continue
+                    group = {**group, "hooks": kept}
+            out.append(group)
+        return out
+
+    def add(data: Any, ctx: Context) -> Any:
+        hooks = _object(data, "hooks")
+        for event, kind in ctx.events.items():
+            groups = hooks.setdefault(event, [])
+            if not isinstance(groups, list):
+                raise ConfigSyntaxError(f"expected 'hooks.{event}' to be a list")
+            command = ctx.hook_command(event)
+            ours = [c for c in groups_commands(groups) if is_engram_hook(c)]
+            if ours == [command]:
+                continue
+            group: dict[str, Any] = {}
+            if tool_matcher is not None and kind in TOOL_KINDS:
+                group["matcher"] = tool_matcher
+            group["hooks"] = [{**(extra or {}), "type": "command", "command": command}]
+            hooks[event] = strip(groups) + [group]
+        return data
+
+    def remove(data: Any, ctx: Context) -> Any:
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        if not isinstance(hooks, dict):
+            return data
+        for event in list(hooks):
+            groups = hooks[event]
+            if isinstance(groups, list):
+                kept = strip(groups)
+                if kept != groups:
+                    if kept:
+                        hooks[event] = kept
+                    else:
+                        del hooks[event]
+        if not hooks and "hooks" in data:
+            del data["hooks"]
+        return data
+
+    return add, remove
+
+
+def flat_hooks(entry: Callable[[str], dict[str, Any]], command_key: str = "command",
+               version: int | None = None) -> tuple[Edit, Edit]:
+    """Cursor / Windsurf / Copilot CLI: ``hooks.<event> = [{command...}]`` (+ ``version``)."""
+
+    def command_of(e: Any) -> Any:
+        return e.get(command_key) if isinstance(e, dict) else None
+
+    def add(data: Any, ctx: Context) -> Any:
+        if version is not None and isinstance(data, dict):
+            data.setdefault("version", version)
+        hooks = _object(data, "hooks")
+        for event in ctx.events:
+            entries = hooks.setdefault(event, [])
+            if not isinstance(entries, list):
+                raise ConfigSyntaxError(f"expected 'hooks.{event}' to be a list")
+            command = ctx.hook_command(event)
+            ours = [command_of(e) for e in entries if is_engram_hook(command_of(e))]
+            if ours == [command]:
+                continue
+            hooks[event] = _strip_engram(entries, command_of) + [entry(command)]
+        return data
+
+    def remove(data: Any, ctx: Context) -> Any:
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        if not isinstance(hooks, dict):
+            return data
+        for event in list(hooks):
+            entries = hooks[event]
+            if isinstance(entries, list):
+                kept = _strip_engram(entries, command_of)
+                if len(kept) != len(entries):
+                    if kept:
+                        hooks[event] = kept
+                    else:
+                        del hooks[event]
+        if not hooks:
+            del data["hooks"]
+        return data
+
+    return add, remove
+
+
+def toml_hooks() -> tuple[Edit, Edit]:
+    """Kimi Code: ``[[hooks]]`` tables with ``event`` and ``command`` (only four keys allowed)."""
+
+    def ours(doc: Any) -> list[Any]:
+        hooks = doc.get("hooks")
+        if hooks is None:
+            return []
+        if not isinstance(hooks, list):
+            raise ConfigSyntaxError("expected 'hooks' to be an array of tables ([[hooks]])")
+        return hooks
+
+    def add(doc: Any, ctx: Context) -> Any:
+        import tomlkit
+
+        hooks = ours(doc)
+        have = [(h.get("event"), h.get("command")) for h in hooks
+                if isinstance(h, dict) and is_engram_hook(h.get("command"))]
+        want = [(event, ctx.hook_command(event)) for event in ctx.events]
+        if have == want:
+            return doc
+        aot = tomlkit.aot()
+        for h in hooks:
+            if not (isinstance(h, dict) and is_engram_hook(h.get("command"))):
+                aot.append(h)
+        for event, command in want:
+            table = tomlkit.table()
+            table.update({"event": event, "command": command})
+            aot.append(table)
+        doc["hooks"] = aot
+        return doc
+
+    def remove(doc: Any, ctx: Context) -> Any:
+        import tomlkit
+
+        hooks = ours(doc)
+        kept = [h for h in hooks if not (isinstance(h, dict) and is_engram_hook(h.get("command")))]
+        if len(kept) == len(hooks):
+            return doc
+        if not kept:
+            del doc["hooks"]
+            return doc
+        aot = tomlkit.aot()
+        for h in kept:
+            aot.append(h)
+        doc["hooks"] = aot
+        return doc
+
+    return add, remove
+
+
+CODEX_FLAG = "codex:features.codex_hooks"
+
+
+def codex_hooks_flag() -> tuple[Edit, Edit]:
+    """Codex runs hooks only with ``[features] codex_hooks = true`` in config.toml. Set it when
+    missing and remember that connect did, so disconnect removes it only then."""
+
+    def add(doc: Any, ctx: Context) -> Any:
+        import tomlkit
+
+        features = doc.get("features")
+        if isinstance(features, dict) and features.get("codex_hooks") is True:
+            if CODEX_FLAG in ctx.recorded:
+                ctx.added.append(CODEX_FLAG)
+            return doc
+        if features is None:
+            features = tomlkit.table()
+            doc["features"] = features
+        features["codex_hooks"] = True
+        ctx.added.append(CODEX_FLAG)
+        return doc
+
+    def remove(doc: Any, ctx: Context) -> Any:
+        features = doc.get("features")
+        if CODEX_FLAG in ctx.recorded and isinstance(features, dict) \
+                and "codex_hooks" in features:
+            del features["codex_hooks"]
+            if not features:
+                del doc["features"]
+        return doc
+
+    return add, remove
+
+
+# --- the hosts -----------------------------------------------------------------------------------
+
+def _stdio(ctx: Context) -> dict[str, Any]:
+    return {"command": ctx.exe, "args": ["mcp"]}
+
+
+def _claude_entry(ctx: Context) -> dict[str, Any]:
+    return {"type": "stdio", "command": ctx.exe, "args": ["mcp"]}
+
+
+def _copilot_entry(ctx: Context) -> dict[str, Any]:
+    return {"type": "local", "command": ctx.exe, "args": ["mcp"], "tools": ["*"]}
+
+
+def _opencode_entry(ctx: Context) -> dict[str, Any]:
+    return {"type": "local", "command": ctx.mcp_argv(), "enabled": True}
+
+
+def _part(kind: str, fmt: str, paths: dict[str, str], edits: tuple[Edit, Edit],
+          **kw: Any) -> Part:
+    return Part(kind, fmt, paths, edits[0], edits[1], **kw)
+
+
+HOSTS: dict[str, Host] = {h.name: h for h in (
+    Host("claude-code", "Claude Code", (
+        _part("mcp", "json", {"user": "~/.claude.json", "project": "./.mcp.json"},
+              mcp_map("mcpServers", _claude_entry)),
+        _part("hooks", "json", {"user": "~/.claude/settings.json",
+                                "project": "./.claude/settings.json"},
+              nested_hooks(tool_matcher="*")),
+    )),
+    Host("codex", "Codex CLI", (
+        _part("mcp", "toml", {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
+              toml_mcp()),
+        _part("hooks", "json", {"user": "~/.codex/hooks.json", "project": "./.codex/hooks.json"},
+              nested_hooks()),
+        _part("hooks", "toml", {"user": "~/.codex/config.toml",
+                                "project": "./.codex/config.toml"}, codex_hooks_flag(),
+              flag=True),
+    ), note="hooks also need [features] codex_hooks = true in config.toml (set by connect)"),
+    Host("cursor", "Cursor", (
+        _part("mcp", "json", {"user": "~/.cursor/mcp.json", "project": "./.cursor/mcp.json"},
+              mcp_map("mcpServers", _stdio)),
+        _part("hooks", "json", {"user": "~/.cursor/hooks.json", "project": "./.cursor/hooks.json"},
+              flat_hooks(lambda c: {"command": c}, version=1), boilerplate=("version",)),
+    )),
+    Host("gemini-cli", "Gemini CLI", (
+        _part("mcp", "json", {"user": "~/.gemini/settings.json",
+                              "project": "./.gemini/settings.json"},
+              mcp_map("mcpServers", _stdio)),
+        _part("hooks", "json", {"user": "~/.gemini/settings.json",
+                                "project": "./.gemini/settings.json"},
+              nested_hooks(extra={"name": "engram"})),
+    )),
+    Host("copilot-cli", "GitHub Copilot CLI", (
+        _part("mcp", "json", {"user": "~/.copilot/mcp-config.json"},
+              mcp_map("mcpServers", _copilot_entry)),
+        _part("hooks", "json", {"project": "./.github/hooks/engram.json"},
+              flat_hooks(lambda c: {"type": "command", "bash": c, "timeoutSec": 30},
+                         command_key="bash", version=1), owned=True, boilerplate=("version",)),
+    ), note="Copilot CLI reads hooks only from .github/hooks/*.json of the repository"),
+    Host("opencode", "OpenCode", (
+        _part("mcp", "jsonc", {"user": "~/.config/opencode/opencode.json",
+                               "project": "./opencode.json"},
+              mcp_map("mcp", _opencode_entry)),
+    ), note="no command hooks (OpenCode extends through JS plugins)"),
+    Host("zed", "Zed", (
+        _part("mcp", "jsonc", {"user": "~/.config/zed/settings.json",
+                               "project": "./.zed/settings.json"},
+              mcp_map("context_servers", _stdio)),
+    ), note="no hooks"),
+    Host("continue", "Continue", (
+        _part("mcp", "yaml", {"user": "~/.continue/config.yaml"}, yaml_mcp_list(),
+              skeleton="name: Local Config\nversion: 1.0.0\nschema: v1\n",
+              refuse_if="config.json",
+              refuse_why="Continue loads config.yaml instead of config.json once it exists; "
+                         "migrate config.json to config.yaml first (docs.continue.dev), then "
+                         "run connect again"),
+    ), note="no hooks"),
+    Host("windsurf", "Windsurf", (
+        _part("mcp", "json", {"user": "~/.codeium/windsurf/mcp_config.json"},
+              mcp_map("mcpServers", _stdio)),
+        _part("hooks", "json", {"user": "~/.codeium/windsurf/hooks.json",
+                                "project": "./.windsurf/hooks.json"},
+              flat_hooks(lambda c: {"command": c, "show_output": False})),
+    )),
+    Host("kimi", "Kimi Code CLI", (
+        _part("mcp", "json", {"user": "~/.kimi-code/mcp.json",
+                              "project": "./.kimi-code/mcp.json"},
+              mcp_map("mcpServers", _stdio)),
+        _part("hooks", "toml", {"user": "~/.kimi-code/config.toml"}, toml_hooks()),
+    )),
+)}
+"""Every host connect knows, in the order `engram connect --list` shows them."""
+
+ALIASES = {"claude": "claude-code", "codex-cli": "codex", "gemini": "gemini-cli",
+           "copilot": "copilot-cli", "kimi-code": "kimi", "continue-dev": "continue"}
+
+
+def host_named(name: str) -> Host | None:
+    key = name.lower()
+    return HOSTS.get(ALIASES.get(key, key))
+
+
+def events_for(host: str) -> dict[str, str]:
+    """Host event name -> kind, for the events connect registers hooks for."""
+    wanted = REGISTER.get(host, {})
+    try:
+        from agents import registry
+
+        known = dict(registry.load(host).EVENTS)
+    except (ImportError, LookupError, AttributeError, TypeError):
+        return dict(wanted)
+    chosen = {event: str(known[event]) for event in wanted if event in known}
+    return chosen or dict(wanted)
