@@ -1,0 +1,192 @@
+"""`engram import-jsonl`: Claude Code transcripts through a real gateway, stored exactly once."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.adapters import claude_code
+from agents.contract import event_id, observe_body
+from tests.conftest import api_for, make_settings
+from tests.support import ENGRAM, Api, Cluster
+from watcher import claude_import
+from watcher.delivery import Gateway
+from watcher.importer import Importer
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts"
+CLAUDE_FILES = ["basic.jsonl", "tool-use.jsonl", "errors.jsonl", "claude-code-transcript.jsonl",
+                "claude-code-session.endless-mode-v1.jsonl",
+                "sample-transcript.claude-code-2025.jsonl"]
+
+
+class FlaskTransport:
+    """engram.client.Client's request() over the Flask test client of a real gateway."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        return self.api.call(method, path, body)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    """A gateway of this test's own: the fixture transcripts have fixed session ids."""
+    from engram.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path / "gw"))
+    try:
+        yield api_for(built)
+    finally:
+        built.close()
+
+
+@pytest.fixture
+def transcripts(tmp_path: Path) -> Path:
+    folder = tmp_path / "projects" / "-home-dev-src"
+    folder.mkdir(parents=True)
+    for name in CLAUDE_FILES:
+        shutil.copy(FIXTURES / name, folder / name)
+    return tmp_path / "projects"
+
+
+def importer(api: Api, tmp_path: Path, **kw: Any) -> Importer:
+    return Importer(Gateway(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
+                    out=io.StringIO(), **kw)
+
+
+def timeline(api: Api, session: str) -> list[dict[str, Any]]:
+    status, page = api.get(f"/v1/sessions/{session}/observations?limit=1000")
+    assert status == 200, page
+    return list(page["items"])
+
+
+def test_parse_gives_hook_shaped_events() -> None:
+    parsed = claude_import.parse(FIXTURES / "tool-use.jsonl")
+    assert [(e.hook, e.kind) for e in parsed.events] == [
+        ("UserPromptSubmit", "prompt"), ("PostToolUse", "tool_post"), ("Stop", "agent_response")]
+    prompt, tool, stop = parsed.events
+    assert event_id(prompt, 0) == "claude-code:sess-tool:UserPromptSubmit:turn:u1"
+    assert event_id(tool, 0) == "claude-code:sess-tool:PostToolUse:toolu_1"
+    assert (tool.tool_name, tool.tool_input, tool.tool_output) == (
+        "Bash", {"command": "ls"}, "README.md\nsrc\n")
+    assert event_id(stop, 0) == "claude-code:sess-tool:Stop:turn:a2"
+    assert stop.message == "Two entries."
+    assert prompt.project == "repo"  # project_for(cwd): no git repo above it, the folder name
+
+
+def test_failed_tool_and_invalid_line() -> None:
+    parsed = claude_import.parse(FIXTURES / "errors.jsonl")
+    assert parsed.invalid == 1
+    failure = parsed.events[-1]
+    assert (failure.hook, failure.kind, failure.tool_name, failure.error) == (
+        "PostToolUseFailure", "tool_failure", "Bash", "exit 1")
+
+
+def test_noise_is_not_a_prompt() -> None:
+    parsed = claude_import.parse(FIXTURES / "claude-code-session.endless-mode-v1.jsonl")
+    assert parsed.invalid == 1  # the deliberately torn last line
+    prompts = [e.prompt for e in parsed.events if e.kind == "prompt"]
+    assert (prompts[0] or "").startswith("Add a bottle renderer")
+    joined = "\n".join(p or "" for p in prompts)
+    for marker in ("SYSTEM-REMINDER-MARKER", "CAVEAT-MARKER", "COMMAND-WRAPPER-MARKER",
+                   "SIDECHAIN-USER-MARKER", "COMPACT-SUMMARY-MARKER", "MEDIA-DATA-MARKER"):
+        assert marker not in joined
+    answers = "\n".join(e.message or "" for e in parsed.events if e.kind == "agent_response")
+    assert "SIDECHAIN-ASSISTANT-MARKER" not in answers
+    assert "All 12 tests green" in answers
+    tools = [e.tool_use_id for e in parsed.events if e.kind == "tool_post"]
+    assert tools == ["toolu_01", "toolu_02"]
+
+
+def test_real_transcript_pairs_every_tool_call() -> None:
+    parsed = claude_import.parse(FIXTURES / "sample-transcript.claude-code-2025.jsonl")
+    tools = [e for e in parsed.events if e.kind in ("tool_post", "tool_failure")]
+    assert len(tools) == 38 and all(e.tool_name and e.tool_use_id for e in tools)
+    assert len({event_id(e, 0) for e in parsed.events}) == len(parsed.events)
+    assert parsed.invalid == 0
+
+
+def test_import_every_fixture_then_rerun_stores_nothing_new(api: Api, tmp_path: Path,
+                                                            transcripts: Path) -> None:
+    files = list(claude_import.transcript_files([transcripts]))
+    first = importer(api, tmp_path).run(files)
+    assert first.files == len(CLAUDE_FILES)
+    assert first.invalid_lines == 2  # errors.jsonl's bad line, endless-mode's torn last line
+    assert first.rejected == 0 and first.accepted == first.sent > 60
+    api.wait_drained()
+    stored = {s: len(timeline(api, s)) for s in ("sess-basic", "sess-tool", "sess-err")}
+    assert stored == {"sess-basic": 2, "sess-tool": 3, "sess-err": 2}
+    assert api.get("/v1/sessions/sess-tool")[1]["status"] == "ended"
+    real = "7f3c2a91-5b64-4e0d-9c1a-2d8e4f6b1a37"
+    before = len(timeline(api, real))
+
+    again = importer(api, tmp_path).run(files)  # the ledger skips unchanged files
+    assert (again.skipped_unchanged, again.sent) == (len(CLAUDE_FILES), 0)
+    rescan = importer(api, tmp_path, use_ledger=False).run(files)  # eventIds alone
+    assert rescan.accepted == 0 and rescan.duplicates == first.sent
+    api.wait_drained()
+    assert len(timeline(api, real)) == before
+    assert {s: len(timeline(api, s)) for s in stored} == stored
+
+
+def test_tool_call_seen_by_hook_and_import_is_stored_once(api: Api, tmp_path: Path) -> None:
+    hook = claude_code.normalise("PostToolUse", {
+        "session_id": "sess-tool", "tool_use_id": "toolu_1", "tool_name": "Bash",
+        "tool_input": {"command": "ls"}, "tool_response": {"stdout": "README.md\nsrc\n"},
+        "cwd": "/Users/bob/repo"})
+    hook.project = "repo"
+    status, _ = api.post("/v1/observe", observe_body(hook, event_id(hook, 1.0)))
+    assert status == 201
+    totals = importer(api, tmp_path).run([FIXTURES / "tool-use.jsonl"])
+    assert (totals.accepted, totals.duplicates) == (2, 1)
+    api.wait_drained()
+    bash = [o for o in timeline(api, "sess-tool") if o["toolName"] == "Bash"]
+    assert len(bash) == 1 and bash[0]["eventId"] == "claude-code:sess-tool:PostToolUse:toolu_1"
+
+
+def test_gateway_down_stops_the_import_and_keeps_the_ledger(tmp_path: Path) -> None:
+    from engram.client import Client
+    from watcher.importer import ImportStopped
+
+    down = Importer(Gateway(Client("http://127.0.0.1:9", None, timeout=2)), tmp_path,
+                    out=io.StringIO())
+    with pytest.raises(ImportStopped, match="did not take"):
+        down.run([FIXTURES / "basic.jsonl"])
+    assert down.ledger == {}
+
+
+@pytest.mark.slow
+def test_cli_end_to_end(tmp_path: Path, transcripts: Path) -> None:
+    (tmp_path / "c").mkdir()
+    cluster = Cluster(tmp_path / "c")
+    env = {**cluster.env, "ENGRAM_URL": cluster.url}
+    try:
+        cluster.serve()
+        done = subprocess.run([ENGRAM, "import-jsonl", str(transcripts)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"[{len(CLAUDE_FILES)}/{len(CLAUDE_FILES)}]" in done.stderr
+        assert "2 invalid lines skipped" in done.stderr and "0 rejected" in done.stderr
+        again = subprocess.run([ENGRAM, "import-jsonl", "--rescan", str(transcripts)], env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert " 0 new" in again.stderr.splitlines()[-1]
+        status, body = cluster.request("GET", "/v1/sessions/sess-basic/observations")
+        assert status == 200 and len(body["items"]) == 2
+    finally:
+        cluster.stop_all()
+    down = subprocess.run([ENGRAM, "import-jsonl", "--rescan", str(transcripts)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert down.returncode == 1
+    assert "import stopped" in down.stderr and "engram serve" in down.stderr
+    assert "Traceback" not in down.stderr
+    missing = subprocess.run([ENGRAM, "import-jsonl", str(tmp_path / "nope")], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no such file or folder" in missing.stderr

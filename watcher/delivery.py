@@ -1,0 +1,128 @@
+"""Talking to the gateway for the transcript paths: every answer sorted into an ``Outcome``.
+
+The split that matters is permanent versus transient: a rejected event (400/422) will never be
+accepted and is counted or dead-lettered, a transient failure (gateway down, timeout, 5xx, 503
+inbox full) is retried later from the same place. Auth failures are neither: they stop the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engram.client import Client, GatewayError, GatewayUnreachable
+
+ACCEPTED, DUPLICATE, RETRYING, REJECTED, TRANSIENT = (
+    "accepted", "duplicate", "retrying", "rejected", "transient")
+DELIVERED = frozenset({ACCEPTED, DUPLICATE, RETRYING})
+"""Outcomes after which the gateway owns the event: the reader may move past it."""
+
+DEAD_LETTER_FILE = "transcript-dead-letters.jsonl"
+"""Lines the watcher could never deliver, one JSON object each, in the data dir."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    reason: str = ""
+
+    @property
+    def delivered(self) -> bool:
+        return self.status in DELIVERED
+
+
+def _reason(status: int, payload: Any) -> str:
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict):
+        return f"HTTP {status}"
+    fields = (error.get("details") or {}).get("fields") if isinstance(
+        error.get("details"), dict) else None
+    detail = "; ".join(f"{k}: {v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
+    return f"HTTP {status}: {error.get('message', '')}" + (f" ({detail})" if detail else "")
+
+
+def classify(status: int, payload: Any) -> Outcome:
+    if status == 201:
+        return Outcome(ACCEPTED)
+    if status == 200:
+        return Outcome(DUPLICATE)
+    if status == 202:
+        return Outcome(RETRYING)
+    if status in (400, 422):
+        return Outcome(REJECTED, _reason(status, payload))
+    if status in (401, 403):
+        # A wrong secret or origin is a setup problem no retry fixes: stop and say so.
+        raise GatewayError(status, payload)
+    return Outcome(TRANSIENT, _reason(status, payload))
+
+
+class Gateway:
+    """The three calls the transcript paths make, never raising for a down gateway."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _send(self, method: str, path: str, body: Any = None) -> Outcome:
+        try:
+            status, payload = self.client.request(method, path, body)
+        except GatewayUnreachable as exc:
+            return Outcome(TRANSIENT, str(exc))
+        return classify(status, payload)
+
+    def observe(self, body: dict[str, Any]) -> Outcome:
+        return self._send("POST", "/v1/observe", body)
+
+    def start_session(self, session_id: str, project: str, *, host: str,
+                      cwd: str | None) -> Outcome:
+        body: dict[str, Any] = {"sessionId": session_id, "project": project, "host": host}
+        if cwd:
+            body["cwd"] = cwd
+        outcome = self._send("POST", "/v1/sessions", body)
+        # A session start answers 201 (new) or 200 (known): both mean it is there.
+        return Outcome(ACCEPTED) if outcome.status == DUPLICATE else outcome
+
+    def end_session(self, session_id: str) -> Outcome:
+        from urllib.parse import quote
+
+        outcome = self._send("POST", f"/v1/sessions/{quote(session_id, safe='')}/end", {})
+        return Outcome(ACCEPTED) if outcome.status == DUPLICATE else outcome
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file in the same folder, fsync, then rename over ``path``: a reader
+    (or a crash) sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True, ensure_ascii=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path, default: Any) -> Any:
+    """A JSON file written by ``write_json_atomic``, or ``default`` when it does not exist."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+
+
+def append_dead_letter(path: Path, *, source: str, offset: int, reason: str, line: str,
+                       watch: str | None = None) -> None:
+    """One undeliverable line, with why; `engram watch-transcripts --status` counts them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"at": time.time(), "file": source, "offset": offset, "reason": reason,
+              "line": line, **({"watch": watch} if watch else {})}
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
