@@ -212,9 +212,17 @@ def client_for(args: argparse.Namespace, settings: Settings) -> Any:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from engram.client import GatewayUnreachable
+
     settings = settings_for(args)
     client = client_for(args, settings)
-    status_code, report = client.request("GET", "/v1/status")
+    spool, spool_waiting = local_spool(settings)
+    try:
+        status_code, report = client.request("GET", "/v1/status")
+    except GatewayUnreachable:
+        if spool:
+            print(spool, file=sys.stderr)
+        raise
     if status_code == 401:
         if client.sends_secret:
             print(f"engram: the gateway at {client.base_url} refused the secret.\n  Use the "
@@ -229,7 +237,24 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return EXIT_OK if report.get("ok") else EXIT_FAILURE
     print(render_status(report, client.base_url))
-    return EXIT_OK if report.get("ok") else EXIT_FAILURE
+    if spool:
+        print(spool)
+    return EXIT_OK if report.get("ok") and not spool_waiting else EXIT_FAILURE
+
+
+def local_spool(settings: Settings) -> tuple[str, int]:
+    """What this machine's hook spool holds, when it holds or lost anything: the spool is on the
+    agent's machine, not the gateway's, so the CLI reports it, not /v1/status."""
+    from agents.hook import spool_for
+
+    spool = spool_for(settings)
+    waiting, counters = len(spool.pending()), spool.counters()
+    dropped = counters["droppedFull"] + counters["droppedExpired"]
+    if not (waiting or dropped or counters["rejected"]):
+        return "", 0
+    return (f"\nHook spool ({settings.data_dir / 'spool'}): {waiting} waiting, {dropped} "
+            f"dropped, {counters['rejected']} refused.\n    fix: `engram capture` shows why; "
+            "`engram capture --drain` sends what waits."), waiting
 
 
 def render_status(report: dict[str, Any], url: str) -> str:

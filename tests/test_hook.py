@@ -137,6 +137,9 @@ def test_gateway_down_spools_then_drain_stores_each_event_exactly_once(cluster: 
     assert SECRET_VALUE not in spool_file.read_text()
     shown = engram(cluster.env, "capture")
     assert shown.returncode == 0 and "waiting:  7 request(s)" in shown.stdout, shown.stdout
+    status = engram(cluster.env, "status")
+    assert status.returncode == 1 and "Hook spool" in status.stderr
+    assert "7 waiting" in status.stderr and "engram capture --drain" in status.stderr
 
     cluster.serve()
     drained = engram(cluster.env, "capture", "--drain")
@@ -145,6 +148,7 @@ def test_gateway_down_spools_then_drain_stores_each_event_exactly_once(cluster: 
     wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 6)
     assert cluster.request("GET", f"/v1/sessions/{SESSION}")[1]["status"] == "ended"
     assert not spooled(cluster)
+    assert "Hook spool" not in engram(cluster.env, "status").stdout
 
     # The same events again (a drain that died after sending): duplicates, nothing doubles.
     for n in range(5):
