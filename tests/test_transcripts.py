@@ -413,3 +413,17 @@ def test_cli_once_against_a_real_server_stopped_and_restarted(tmp_path: Path) ->
     finally:
         cluster.stop_all()
     shutil.rmtree(tmp_path / "sessions")
+
+
+def test_dead_letters_are_scrubbed_and_private(tmp_path: Path) -> None:
+    import stat
+
+    from watcher.delivery import append_dead_letter
+
+    secret = "sk-ant-api03-" + "Zq9Xw8Vu7Ts6Rp5O" * 4
+    path = tmp_path / "letters" / "dead.jsonl"
+    append_dead_letter(path, source="/x.jsonl", offset=7, reason="not a JSON line",
+                       line=f'{{"torn": "export ANTHROPIC_API_KEY={secret}')
+    text = path.read_text()
+    assert secret not in text and "REDACTED" in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

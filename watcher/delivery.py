@@ -120,9 +120,13 @@ def read_json(path: Path, default: Any) -> Any:
 
 def append_dead_letter(path: Path, *, source: str, offset: int, reason: str, line: str,
                        watch: str | None = None) -> None:
-    """One undeliverable line, with why; `engram watch-transcripts --status` counts them."""
+    """One undeliverable line, with why; `engram watch-transcripts --status` counts them. The
+    line is scrubbed of secrets (transcripts hold whatever the agent saw) and the file is 0600."""
+    from engram.privacy import scrub_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"at": time.time(), "file": source, "offset": offset, "reason": reason,
-              "line": line, **({"watch": watch} if watch else {})}
-    with open(path, "a", encoding="utf-8") as handle:
+    record = {"at": time.time(), "file": source, "offset": offset, "reason": scrub_text(reason),
+              "line": scrub_text(line), **({"watch": watch} if watch else {})}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
