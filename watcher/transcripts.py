@@ -41,6 +41,7 @@ from agents.contract import (
     valid_path,
 )
 from engram.events import parse_timestamp
+from engram.privacy import scrub
 from watcher.delivery import (
     REJECTED,
     TRANSIENT,
@@ -148,7 +149,8 @@ def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host
         if tool_id:
             pending = state.setdefault("pending", {})
             pending[tool_id] = {"toolName": fields.get("toolName"),
-                                "toolInput": maybe_json(fields.get("toolInput")),
+                                # scrubbed: the state file is on disk until the result comes
+                                "toolInput": scrub(maybe_json(fields.get("toolInput"))),
                                 "offset": offset}
             while len(pending) > MAX_PENDING:
                 pending.pop(next(iter(pending)))
