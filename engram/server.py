@@ -153,6 +153,9 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     # Also for SIGINT: a shell starting us in the background leaves SIGINT ignored.
     signal.signal(signal.SIGINT, _terminate)
+    if drain_spool(settings, port):
+        announce("  spool:   hook events spooled on this machine; sending them now "
+                 "(`engram capture` shows them)")
     try:
         server.run()  # returns after Ctrl-C or SIGTERM
     finally:
@@ -161,3 +164,26 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
         gateway.close()
     announce("Stopped.")
     return 0
+
+
+def drain_spool(settings: Settings, port: int) -> bool:
+    """Start draining this machine's hook spool into this server, when it holds anything: the
+    same detached drain a hook starts (one at a time; replays are deduplicated). The socket is
+    bound already, so the drain's requests wait in its backlog until the server runs."""
+    import os
+    import subprocess
+
+    directory = settings.data_dir / "spool"
+    waiting = (directory / "events.jsonl").exists() and (directory / "events.jsonl").stat(
+        ).st_size > 0 or any(directory.glob("draining-*.jsonl"))
+    if not waiting:
+        return False
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(settings.host,
+                                                                       settings.host)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    env = {**os.environ, "ENGRAM_DATA_DIR": str(settings.data_dir),
+           "ENGRAM_CONFIG_DIR": str(settings.config_dir), "ENGRAM_URL": url}
+    subprocess.Popen([sys.executable, "-m", "agents.capture", "--drain-quietly"],  # noqa: S603
+                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+    return True

@@ -171,6 +171,16 @@ def test_a_later_hook_drains_the_spool_in_a_detached_child(cluster: Cluster) -> 
     assert calls == [f"pytest tests/test_{n}.py -q" for n in range(4)]
 
 
+def test_the_server_drains_the_spool_when_it_starts(cluster: Cluster) -> None:
+    for n in range(3):
+        assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(n)).returncode == 0
+    assert len(spooled(cluster)) == 3
+    proc = cluster.serve()
+    wait_for(lambda: not spooled(cluster) and settled(cluster)
+             and len(observations(cluster, SESSION)) == 3)
+    assert "spool:   hook events spooled on this machine" in proc.output()
+
+
 def test_a_frozen_gateway_costs_the_hook_its_budget_not_more(cluster: Cluster) -> None:
     proc = cluster.serve()
     os.kill(proc.popen.pid, signal.SIGSTOP)  # accepts connections, answers nothing
