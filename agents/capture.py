@@ -72,8 +72,8 @@ def cmd_capture(args: Any) -> int:
             counts = spool.drain(gateway, wait=True, progress=progress)
             assert counts is not None  # wait=True always gets the lock
             print(f"sent {counts['sent']}, already stored {counts['duplicates']}, refused "
-                  f"{counts['rejected']}, expired {counts['expired']}, still waiting "
-                  f"{counts['left']}")
+                  f"{counts['rejected']}, expired {counts['expired']}, unreadable "
+                  f"{counts['unreadable']}, still waiting {counts['left']}")
             if counts["left"]:
                 print(f"engram: the gateway at {gateway.url} did not take every event; they "
                       "stay spooled.\n  Check it with `engram status`, then run `engram "
@@ -90,7 +90,8 @@ def render(spool: Any, directory: Any, show: int) -> str:
     lines = [f"Spool {directory}:",
              f"  waiting:  {len(pending)} request(s)",
              f"  dropped:  {counters['droppedFull']} (spool full, ENGRAM_SPOOL_MAX_BYTES), "
-             f"{counters['droppedExpired']} (older than ENGRAM_SPOOL_MAX_AGE_HOURS)",
+             f"{counters['droppedExpired']} (older than ENGRAM_SPOOL_MAX_AGE_HOURS), "
+             f"{counters['unreadable']} (torn lines: a hook killed while writing)",
              f"  refused:  {counters['rejected']} (kept in {directory / 'rejected.jsonl'})"]
     for record in pending[:show]:
         lines.append(f"    waiting  {_when(record.get('spooledAt'))}  {_describe(record)}")
@@ -127,7 +128,14 @@ def drain_quietly() -> int:
 
     try:
         settings = load_settings()
-        spool_for(settings).drain(gateway_for(settings), wait=False)
+        spool, gateway = spool_for(settings), gateway_for(settings)
+        # A hook may append just as a running drain finds the spool empty and before it lets
+        # go of the lock (its own drain then exits at once): look again after it is done.
+        for _ in range(3):
+            counts = spool.drain(gateway, wait=False)
+            if counts is not None and counts["left"] or not spool.has_events():
+                break
+            time.sleep(0.2)
     except (SettingsError, ValueError, OSError):
         return 1  # the next hook or `engram capture --drain` tries again
     return 0

@@ -185,9 +185,9 @@ def event_id(event: HookEvent, fallback_time: float) -> str:
       hook's own clock) and content, so two real calls with the same content are not merged.
     """
     if event.tool_use_id:
-        return f"{event.host}:{event.session_id}:{event.hook}:{event.tool_use_id}"[:MAX_ID_CHARS]
+        return _bounded(f"{event.host}:{event.session_id}:{event.hook}:{event.tool_use_id}")
     if event.turn_id and event.kind in ("prompt", "agent_response"):
-        return f"{event.host}:{event.session_id}:{event.hook}:turn:{event.turn_id}"[:MAX_ID_CHARS]
+        return _bounded(f"{event.host}:{event.session_id}:{event.hook}:turn:{event.turn_id}")
     when = event.timestamp if event.timestamp is not None else fallback_time
     material = json.dumps(
         [event.session_id, event.hook, when,
@@ -195,6 +195,15 @@ def event_id(event: HookEvent, fallback_time: float) -> str:
           event.error]],
         sort_keys=True, default=str, ensure_ascii=False)
     return "derived:" + _sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def _bounded(event_id: str) -> str:
+    """An id within MAX_ID_CHARS: a longer one keeps its head and ends in a hash of the whole,
+    so two ids differing only past the limit stay different."""
+    if len(event_id) <= MAX_ID_CHARS:
+        return event_id
+    digest = _sha256(event_id.encode("utf-8")).hexdigest()[:32]
+    return f"{event_id[:MAX_ID_CHARS - 33]}#{digest}"
 
 
 def _sha256(data: bytes) -> Any:

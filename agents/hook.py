@@ -159,7 +159,7 @@ def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]
     if event.kind == "session_start":
         return [{"method": "POST", "path": "/v1/sessions", "body": {
             "sessionId": event.session_id, "project": event.project, "cwd": event.cwd,
-            "host": event.host}}]
+            "host": event.host, "timestamp": event.timestamp}}]
     observe = {"method": "POST", "path": "/v1/observe",
                "body": observe_body(event, event_id(event, fallback_time))}
     if event.kind == "session_end":
@@ -175,6 +175,13 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
     from agents.transport import PERMANENT, Unreachable
 
     requests = requests_for(event, started)
+    if event.kind != "session_start" and _spool_waiting(settings):
+        # Older events wait in the spool: this one goes behind them, or a session could end
+        # (and be summarised) before its spooled events arrive. A session start still asks the
+        # gateway directly, for its context; its timestamp keeps a late replay harmless.
+        spool_for(settings).append(requests)
+        _drain_in_background()
+        return None
     try:
         gateway = gateway_for(settings)
     except ValueError as exc:

@@ -37,7 +37,7 @@ try:
 except ImportError:  # Windows: no flock; one writer at a time is then the user's to ensure
     fcntl = None  # type: ignore[assignment]
 
-COUNTERS = ("droppedFull", "droppedExpired", "rejected")
+COUNTERS = ("droppedFull", "droppedExpired", "rejected", "unreadable")
 
 
 class Spool:
@@ -57,19 +57,25 @@ class Spool:
         from engram.privacy import scrub  # only on this (rare) path: ~10 ms of regexes
 
         when = time.time() if now is None else now
-        lines = [json.dumps({"spooledAt": when, **scrub(r)}, ensure_ascii=False) + "\n"  # type: ignore[dict-item]
-                 for r in requests]
+        lines = [(json.dumps({"spooledAt": when, **scrub(r)}, ensure_ascii=False)  # type: ignore[dict-item]
+                  + "\n").encode("utf-8") for r in requests]
         self._ensure_dir()
         kept = 0
         with self._locked("lock"):
             size = _size(self.events)
-            with _open_private(self.events, "a") as out:
+            fd = os.open(self.events, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "r+b") as out:
+                if size and _last_byte(out, size) != b"\n":
+                    # A writer killed mid-line: end its fragment so this event is not glued
+                    # onto it (the fragment is counted as unreadable when a drain meets it).
+                    out.write(b"\n")
+                    size += 1
                 for line in lines:
-                    if size + len(line.encode("utf-8")) > self.max_bytes:
-                        self._count("droppedFull")
+                    if size + len(line) > self.max_bytes:
+                        self._count_locked("droppedFull")
                         continue
                     out.write(line)
-                    size += len(line.encode("utf-8"))
+                    size += len(line)
                     kept += 1
         return kept
 
@@ -80,46 +86,58 @@ class Spool:
 
     def drain(self, gateway: Gateway, *, timeout: float = 10.0, wait: bool = False,
               progress: Callable[[int, int], None] | None = None) -> dict[str, int] | None:
-        """Send spooled requests in order until one fails for a transient reason. Returns counts
-        (sent, duplicates, rejected, expired, left), or None when another drain holds the lock
-        and ``wait`` is False."""
+        """Send spooled requests in order until one fails for a transient reason; batch after
+        batch, so what hooks append meanwhile goes too. Returns counts (sent, duplicates,
+        rejected, expired, unreadable, left), or None when another drain holds the lock and
+        ``wait`` is False."""
         self._ensure_dir()
         with self._locked("drain.lock", wait=wait) as locked:
             if not locked:
                 return None
-            batch = self._take_batch()
-            records = [r for path in batch for r in _read_records(path)]
-            counts = {"sent": 0, "duplicates": 0, "rejected": 0, "expired": 0, "left": 0}
-            now = time.time()
-            left: list[dict[str, Any]] = []
-            for index, record in enumerate(records):
+            counts = dict.fromkeys(
+                ("sent", "duplicates", "rejected", "expired", "unreadable", "left"), 0)
+            while True:
+                batch = self._take_batch()
+                if not batch:
+                    return counts
+                left = self._send_batch(batch, gateway, timeout, counts, progress)
+                self._put_back(left, batch)
                 if left:
-                    left.append(record)
-                    continue
-                if now - float(record.get("spooledAt", now)) > self.max_age:
-                    counts["expired"] += 1
-                    self._count("droppedExpired")
-                    continue
-                try:
-                    status, answer = gateway.send(record["method"], record["path"],
-                                                  record.get("body"),
-                                                  time.monotonic() + timeout)
-                except Unreachable:
-                    left.append(record)
-                    continue
-                if status in PERMANENT:
-                    counts["rejected"] += 1
-                    self.reject(record, status, answer)
-                elif 200 <= status < 300:
-                    duplicate = isinstance(answer, dict) and answer.get("status") == "duplicate"
-                    counts["duplicates" if duplicate else "sent"] += 1
-                else:  # 401 (wrong secret), 503 (inbox full), 5xx: keep it, stop here
-                    left.append(record)
-                if progress:
-                    progress(index + 1, len(records))
-            counts["left"] = len(left)
-            self._put_back(left, batch)
-            return counts
+                    counts["left"] = len(left)
+                    return counts
+
+    def _send_batch(self, batch: list[Path], gateway: Gateway, timeout: float,
+                    counts: dict[str, int],
+                    progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
+        """Send one batch; returns the records still to send (from the first transient
+        failure on, in order)."""
+        unreadable: list[int] = []
+        records = [r for path in batch for r in _read_records(path, unreadable)]
+        if unreadable:
+            counts["unreadable"] += len(unreadable)
+            self._count("unreadable", len(unreadable))
+        now = time.time()
+        for index, record in enumerate(records):
+            if now - float(record.get("spooledAt", now)) > self.max_age:
+                counts["expired"] += 1
+                self._count("droppedExpired")
+                continue
+            try:
+                status, answer = gateway.send(record["method"], record["path"],
+                                              record.get("body"), time.monotonic() + timeout)
+            except Unreachable:
+                return records[index:]
+            if status in PERMANENT:
+                counts["rejected"] += 1
+                self.reject(record, status, answer)
+            elif 200 <= status < 300:
+                duplicate = isinstance(answer, dict) and answer.get("status") == "duplicate"
+                counts["duplicates" if duplicate else "sent"] += 1
+            else:  # 401 (wrong secret), 503 (inbox full), 5xx: keep it, stop here
+                return records[index:]
+            if progress:
+                progress(index + 1, len(records))
+        return []
 
     def pending(self) -> list[dict[str, Any]]:
         """Everything waiting to be sent, oldest first (for `engram capture`)."""
@@ -173,14 +191,20 @@ class Spool:
         from engram.privacy import scrub
 
         self._ensure_dir()
-        self._count("rejected")
         entry = scrub({**record, "rejectedAt": time.time(), "status": status, "answer": answer})
-        with self._locked("lock"), _open_private(self.rejected, "a") as out:
-            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        with self._locked("lock"):
+            with _open_private(self.rejected, "a") as out:
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._count_locked("rejected")
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._locked("lock"):
+            self._count_locked(name, n)
+
+    def _count_locked(self, name: str, n: int = 1) -> None:
+        """Add to a counter; the caller holds ``lock`` (counts are read-modify-write)."""
         counts = self.counters()
-        counts[name] += 1
+        counts[name] += n
         temp = self.dir / f"counters.{os.getpid()}.tmp"
         with _open_private(temp, "w") as out:
             json.dump(counts, out)
@@ -218,19 +242,31 @@ def _open_private(path: Path, mode: str) -> Any:
     return os.fdopen(os.open(path, flags, 0o600), mode, encoding="utf-8")
 
 
-def _read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Whole JSON lines; a torn line (a writer killed mid-line) is skipped."""
+def _last_byte(handle: Any, size: int) -> bytes:
+    handle.seek(size - 1)
+    return bytes(handle.read(1))
+
+
+def _read_records(path: Path, unreadable: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """Whole JSON lines, in order. A torn line (a writer killed mid-line) or one that is not a
+    request is skipped; its line number goes to ``unreadable`` when given (the drain passes it,
+    reading batches no writer appends to any more, so a last line without its newline is a dead
+    writer's fragment too). Without it, such a last line may still be being written: skipped."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         return
     with handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             if not line.endswith("\n"):
+                if unreadable is not None and line.strip():
+                    unreadable.append(number)
                 continue
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
+                record = None
             if isinstance(record, dict) and "method" in record and "path" in record:
                 yield record
+            elif unreadable is not None and line.strip():
+                unreadable.append(number)

@@ -1,8 +1,9 @@
 """How the hook CLI and its spool talk to the gateway: one JSON request with a hard deadline.
 
-``http://`` goes over a plain socket (HTTP/1.1, ``Connection: close``): ``http.client`` and
-``urllib`` import ``ssl`` and ``email`` and cost the hook ~25 ms before it sends a byte.
-``https://`` (a remote team gateway) uses ``http.client``, imported only then.
+HTTP/1.1 over a plain socket (``Connection: close``), TLS-wrapped for ``https://`` (``ssl`` is
+imported only then): ``http.client`` and ``urllib`` import ``ssl`` and ``email`` and cost the hook
+~25 ms before it sends a byte, and their timeouts bound each socket operation, not the request.
+Here resolving, connecting, the TLS handshake, sending and every read share one deadline.
 """
 
 from __future__ import annotations
@@ -53,29 +54,25 @@ class Gateway:
             headers["Content-Type"] = "application/json"
         if self.secret:
             headers["Authorization"] = f"Bearer {self.secret}"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if deadline - time.monotonic() <= 0:
             raise Unreachable("no time left")
-        if self.scheme == "https":
-            status, raw = self._https(method, self.prefix + path, data, headers, remaining)
-        else:
-            status, raw = self._plain(method, self.prefix + path, data, headers, deadline)
+        head = f"{method} {self.prefix + path} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        status, raw = self._exchange(head.encode("latin-1") + data, deadline)
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:
             return status, None
 
-    def _plain(self, method: str, path: str, data: bytes, headers: dict[str, str],
-               deadline: float) -> tuple[int, bytes]:
-        head = f"{method} {path} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    def _exchange(self, request: bytes, deadline: float) -> tuple[int, bytes]:
+        """Send ``request`` and read the whole answer, every step bounded by ``deadline``."""
         chunks: list[bytes] = []
         try:
             with self._connect(deadline) as sock:
-                sock.sendall(head.encode("latin-1") + data)
+                sock.sendall(request)
                 size = 0
                 while True:
-                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    sock.settimeout(_left(deadline))
                     chunk = sock.recv(65536)
                     if not chunk:
                         break
@@ -83,39 +80,63 @@ class Gateway:
                     size += len(chunk)
                     if size > MAX_RESPONSE_BYTES:
                         raise Unreachable("response too large")
-        except OSError as exc:  # refused, reset, timed out (socket.timeout is an OSError)
+        except OSError as exc:  # refused, reset, timed out, TLS failure (all OSError)
             raise Unreachable(f"{self.url}: {exc}") from None
         return _parse_response(b"".join(chunks), self.url)
 
     def _connect(self, deadline: float) -> socket.socket:
-        """An IP literal (the usual 127.0.0.1) connects without a resolver round trip."""
-        timeout = max(deadline - time.monotonic(), 0.001)
-        family = (socket.AF_INET6 if ":" in self.host else socket.AF_INET
-                  if self.host.replace(".", "").isdigit() else None)
-        if family is None:
-            return socket.create_connection((self.host, self.port), timeout=timeout)
+        """A connected socket (TLS for https). An IP literal (the usual 127.0.0.1) needs no
+        resolver; a name is resolved in a thread so a slow DNS answer cannot pass the deadline."""
+        family: int
+        address: Any = (self.host, self.port)
+        if ":" in self.host:
+            family = socket.AF_INET6
+        elif self.host.replace(".", "").isdigit():
+            family = socket.AF_INET
+        else:
+            family, address = _resolve(self.host, self.port, deadline)
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.settimeout(timeout)
-            sock.connect((self.host, self.port))
+            sock.settimeout(_left(deadline))
+            sock.connect(address)
+            if self.scheme == "https":
+                import ssl  # only for a remote gateway: ~5 ms to load
+
+                sock.settimeout(_left(deadline))
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
         except OSError:
             sock.close()
             raise
         return sock
 
-    def _https(self, method: str, path: str, data: bytes, headers: dict[str, str],
-               timeout: float) -> tuple[int, bytes]:
-        import http.client
 
-        conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
+
+
+def _resolve(host: str, port: int, deadline: float) -> tuple[int, Any]:
+    import threading
+
+    found: list[Any] = []
+
+    def lookup() -> None:
         try:
-            conn.request(method, path, body=data or None, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.read(MAX_RESPONSE_BYTES)
-        except (OSError, http.client.HTTPException) as exc:
-            raise Unreachable(f"{self.url}: {exc}") from None
-        finally:
-            conn.close()
+            found.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            found.append(exc)
+
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(_left(deadline))
+    if not found:
+        raise TimeoutError(f"resolving {host} took too long")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    family, _, _, _, address = found[0]
+    return family, address
 
 
 def _parse_response(raw: bytes, url: str) -> tuple[int, bytes]:

@@ -249,7 +249,7 @@ def local_spool(settings: Settings) -> tuple[str, int]:
 
     spool = spool_for(settings)
     waiting, counters = len(spool.pending()), spool.counters()
-    dropped = counters["droppedFull"] + counters["droppedExpired"]
+    dropped = counters["droppedFull"] + counters["droppedExpired"] + counters["unreadable"]
     if not (waiting or dropped or counters["rejected"]):
         return "", 0
     return (f"\nHook spool ({settings.data_dir / 'spool'}): {waiting} waiting, {dropped} "

@@ -26,8 +26,16 @@ class GatewayError(Exception):
 
 
 def is_loopback_url(url: str) -> bool:
+    """True for localhost and loopback IP literals only (``127.evil.example`` is a name)."""
+    import ipaddress  # urllib.parse has loaded it already
+
     host = urlsplit(url).hostname or ""
-    return host in {"localhost", "::1"} or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Client:

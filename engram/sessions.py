@@ -24,10 +24,18 @@ def ensure(conn: Connection, session_id: str, project: str, *, host: str | None 
 
 
 def start(store: Store, session_id: str, project: str, *, host: str | None,
-          agent_id: str | None, cwd: str | None) -> tuple[dict[str, Any], bool]:
+          agent_id: str | None, cwd: str | None,
+          at: float | None = None) -> tuple[dict[str, Any], bool]:
+    """Start (or re-announce) a session. ``at`` is when the client saw the start: a start that
+    happened before the session's end (a spooled start replayed after the end arrived) does
+    not reopen it."""
     with store.write() as conn:
-        created = ensure(conn, session_id, project, host=host, agent_id=agent_id, cwd=cwd)
-        if not created:
+        created = ensure(conn, session_id, project, host=host, agent_id=agent_id, cwd=cwd,
+                         started_at=at)
+        ended_at = None if created else conn.execute(
+            select(sessions.c.ended_at).where(sessions.c.id == session_id)).scalar()
+        late_replay = at is not None and ended_at is not None and at <= ended_at
+        if not created and not late_replay:
             # A restarted host re-announces its session: fill what was unknown, keep the rest.
             conn.execute(update(sessions).where(sessions.c.id == session_id).values(
                 host=sessions.c.host if host is None else host,

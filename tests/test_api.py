@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -564,3 +565,28 @@ def test_context_lists_unresolved_errors_of_the_last_session_as_open_items(
     block = api.post("/v1/context", {"project": project})[1]["context"]
     assert "## Open items" in block and "undefined symbol foo_init" in block.split(
         "## Open items")[1]
+
+
+def test_a_late_replayed_start_does_not_reopen_an_ended_session(api: Api, project: str) -> None:
+    """A hook spools a session's start while the gateway is down and sends the end directly
+    later: the start, replayed after the end, must not reopen the session."""
+    started = time.time() - 60
+    assert api.post("/v1/sessions/late-1/end", {"project": project, "host": "claude-code"})[0] \
+        == 200
+    status, answer = api.post("/v1/sessions", {"sessionId": "late-1", "project": project,
+                                               "timestamp": started})
+    assert status == 200 and answer["session"]["status"] == "ended"
+    # A real resume (the host's start after the end) reopens it.
+    status, answer = api.post("/v1/sessions", {"sessionId": "late-1", "project": project,
+                                               "timestamp": time.time() + 1})
+    assert answer["session"]["status"] == "active"
+    assert api.post("/v1/sessions", {"sessionId": "late-2", "project": project,
+                                      "timestamp": "yesterday"})[0] == 422
+
+
+def test_ending_an_unknown_session_with_its_project_creates_it(api: Api, project: str) -> None:
+    assert api.post("/v1/sessions/unknown-1/end")[0] == 404
+    status, answer = api.post("/v1/sessions/unknown-2/end", {"project": project, "cwd": "/x"})
+    assert status == 200 and answer["session"]["status"] == "ended"
+    assert answer["session"]["project"] == project and answer["session"]["cwd"] == "/x"
+    assert api.post("/v1/sessions/unknown-3/end", {"project": 7})[0] == 422

@@ -18,7 +18,7 @@ from api.util import (
     vectors,
 )
 from engram import context, observations, sessions
-from engram.events import MAX_ID_LENGTH
+from engram.events import MAX_ID_LENGTH, parse_timestamp
 
 bp = Blueprint("sessions", __name__)
 
@@ -48,11 +48,17 @@ def start() -> Any:
     budget = body.get("budgetTokens", settings().context_budget_tokens)
     if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= 100_000:
         errors["budgetTokens"] = "an integer 1-100000"
+    at = None
+    if body.get("timestamp") is not None:
+        try:
+            at = parse_timestamp(body["timestamp"])
+        except ValueError as exc:
+            errors["timestamp"] = str(exc)
     if errors:
         raise ApiError(422, "invalid session", details={"fields": errors})
     assert session_id and project
     session, created = sessions.start(store(), session_id, project, host=host,
-                                      agent_id=agent_id, cwd=cwd)
+                                      agent_id=agent_id, cwd=cwd, at=at)
     # A session keeps the project and agent it started with; a re-announce cannot move it.
     scope = scope_from(session["project"], session["agentId"])
     block = context.build(store(), scope, session_id=session_id,
