@@ -153,6 +153,8 @@ class Outcome:
     before: str | None  # None: the file does not exist
     after: str | None  # None: the file is to be deleted
     comments_lost: bool = False
+    crlf: bool = False
+    """The file ends its lines in CRLF: ``after`` (always "\\n") is written back with CRLF."""
 
     @property
     def changed(self) -> bool:
@@ -169,6 +171,26 @@ def _read(path: Path) -> str | None:
     except OSError as exc:
         raise ConnectError(f"cannot read {path}: {exc.strerror or exc}; nothing was "
                            "changed") from None
+
+
+def _uses_crlf(path: Path) -> bool:
+    """Whether the file ends its lines in CRLF (judged by its first line ending). ``_read``
+    gives the text with "\\n" only; the write puts the file's own line ending back."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 20)
+    except OSError:
+        return False
+    end = head.find(b"\n")
+    return end > 0 and head[end - 1:end] == b"\r"
+
+
+def _with_line_endings(text: str, crlf: bool) -> str:
+    if not crlf:
+        return text
+    import re
+
+    return re.sub(r"\r?\n", "\r\n", text)
 
 
 def _render(plan: FilePlan, base_text: str, data: Any, new: Any) -> tuple[str, bool]:
@@ -242,7 +264,8 @@ def compute(plans: list[FilePlan], ctx: Context, connect: bool,
             if before is not None and formats.load(plan.fmt, after) == data and \
                     plan.fmt != "toml":
                 after = before  # same content: leave the bytes alone
-        outcomes.append(Outcome(plan, before, after, lost))
+        outcomes.append(Outcome(plan, before, after, lost,
+                                crlf=before is not None and _uses_crlf(plan.path)))
     return outcomes
 
 
@@ -299,11 +322,15 @@ def apply(outcomes: list[Outcome], stamp: str) -> list[tuple[Outcome, Path | Non
             done.append((outcome, None))
             continue
         path = outcome.plan.path
-        backup = _backup(path, stamp) if outcome.before is not None else None
-        if outcome.after is None:
+        if outcome.after is None:  # Engram's own file, emptied: remove it (a link: the link)
+            backup = _backup(path, stamp) if outcome.before is not None else None
             path.unlink()
         else:
-            _atomic_write(path, outcome.after)
+            # A symlinked config (stow, chezmoi, a dotfiles repo) stays a link: the backup and
+            # the new text go to the file it points at.
+            target = Path(os.path.realpath(path))
+            backup = _backup(target, stamp) if outcome.before is not None else None
+            _atomic_write(target, _with_line_endings(outcome.after, outcome.crlf))
         done.append((outcome, backup))
     return done
 

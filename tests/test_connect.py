@@ -428,3 +428,66 @@ def test_hooks_config_option(env: dict[str, Path], capsys: pytest.CaptureFixture
     assert not (env["home"] / ".codeium/windsurf/hooks.json").exists()
     assert run(capsys, "disconnect", "windsurf", "--hooks-config", str(hooks))[0] == 0
     assert not hooks.exists()
+
+
+# --- files the user keeps elsewhere or writes with CRLF ------------------------------------------
+
+def test_a_symlinked_config_stays_a_link_and_its_target_is_edited(
+        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Dotfile managers (stow, chezmoi, a dotfiles repository) link the config into place:
+    connect edits the file the link points at and leaves the link alone."""
+    claude_json, settings = install(env["home"], "claude-code")
+    dotfiles = env["home"] / "dotfiles" / "claude"
+    dotfiles.mkdir(parents=True)
+    target = dotfiles / "settings.json"
+    settings.replace(target)
+    link = os.path.relpath(target, settings.parent)  # stow makes relative links
+    settings.symlink_to(link)
+    original = target.read_bytes()
+
+    code, _, err = run(capsys, "connect", "claude-code", "--with-hooks")
+    assert code == 0, err
+    assert settings.is_symlink() and os.readlink(settings) == link
+    assert engram_commands(parsed(target))
+    assert contains(parsed(target), json.loads(original))
+    assert not backups(settings) and [b.read_bytes() for b in backups(target)] == [original]
+    assert not list(settings.parent.glob("*.engram-tmp"))
+
+    code, _, err = run(capsys, "disconnect", "claude-code")
+    assert code == 0, err
+    assert settings.is_symlink() and os.readlink(settings) == link
+    assert target.read_bytes() == original
+
+
+def test_a_dangling_symlink_gets_its_target_created(
+        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    settings = env["home"] / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    target = env["home"] / "dotfiles" / "settings.json"
+    target.parent.mkdir()
+    settings.symlink_to(target)
+    code, _, err = run(capsys, "connect", "claude-code", "--with-hooks")
+    assert code == 0, err
+    assert settings.is_symlink() and engram_commands(parsed(target))
+
+
+@pytest.mark.parametrize("host", list(HOST_FILES))
+def test_crlf_line_endings_are_kept(env: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                    host: str) -> None:
+    paths = install(env["home"], host)
+    for path in paths:
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    original = {p: p.read_bytes() for p in paths}
+    args = ["connect", host] + (["--with-hooks"] if host in HOOK_HOSTS else [])
+
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    assert any(p.read_bytes() != original[p] for p in paths)
+    for path in paths:
+        data = path.read_bytes()
+        assert data.count(b"\n") == data.count(b"\r\n"), f"{path} has LF-only lines"
+    assert has_engram_server([parsed(p) for p in paths])
+
+    code, _, err = run(capsys, "disconnect", host)
+    assert code == 0, err
+    assert {p: p.read_bytes() for p in paths} == original

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,18 @@ class FlaskTransport:
         return self.api.call(method, path, body)
 
 
+class Recording(FlaskTransport):
+    """FlaskTransport that remembers each call as "METHOD path"."""
+
+    def __init__(self, api: Api) -> None:
+        super().__init__(api)
+        self.log: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        self.log.append(f"{method} {path}")
+        return super().request(method, path, body)
+
+
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     """A gateway of this test's own: the fixture transcripts have fixed session ids."""
@@ -47,12 +62,26 @@ def api(tmp_path: Path) -> Iterator[Api]:
         built.close()
 
 
+def age(path: Path, seconds: float = 3600.0) -> Path:
+    """Set the file's mtime ``seconds`` ago: a finished transcript, not one being written."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+    return path
+
+
+def finished(tmp_path: Path, name: str) -> Path:
+    """A copy of a fixture transcript, last written an hour ago."""
+    folder = tmp_path / "finished"
+    folder.mkdir(exist_ok=True)
+    return age(Path(shutil.copy(FIXTURES / name, folder / name)))
+
+
 @pytest.fixture
 def transcripts(tmp_path: Path) -> Path:
     folder = tmp_path / "projects" / "-home-dev-src"
     folder.mkdir(parents=True)
     for name in CLAUDE_FILES:
-        shutil.copy(FIXTURES / name, folder / name)
+        age(Path(shutil.copy(FIXTURES / name, folder / name)))
     return tmp_path / "projects"
 
 
@@ -136,19 +165,98 @@ def test_import_every_fixture_then_rerun_stores_nothing_new(api: Api, tmp_path: 
     assert {s: len(timeline(api, s)) for s in stored} == stored
 
 
+def hook_event(hook: str, payload: dict[str, Any], at: float) -> dict[str, Any]:
+    """What the live Claude Code hook sends: its own clock decides the ids of prompts and
+    answers (the payloads carry no turn id or timestamp)."""
+    event = claude_code.normalise(hook, {"session_id": "sess-tool", "cwd": "/Users/bob/repo",
+                                         **payload})
+    event.project = "repo"
+    return observe_body(event, event_id(event, at))
+
+
 def test_tool_call_seen_by_hook_and_import_is_stored_once(api: Api, tmp_path: Path) -> None:
-    hook = claude_code.normalise("PostToolUse", {
-        "session_id": "sess-tool", "tool_use_id": "toolu_1", "tool_name": "Bash",
-        "tool_input": {"command": "ls"}, "tool_response": {"stdout": "README.md\nsrc\n"},
-        "cwd": "/Users/bob/repo"})
-    hook.project = "repo"
-    status, _ = api.post("/v1/observe", observe_body(hook, event_id(hook, 1.0)))
-    assert status == 201
-    totals = importer(api, tmp_path).run([FIXTURES / "tool-use.jsonl"])
-    assert (totals.accepted, totals.duplicates) == (2, 1)
+    assert api.post("/v1/sessions", {"sessionId": "sess-tool", "project": "repo",
+                                     "host": "claude-code"})[0] == 201
+    hook = hook_event("PostToolUse", {
+        "tool_use_id": "toolu_1", "tool_name": "Bash", "tool_input": {"command": "ls"},
+        "tool_response": {"stdout": "README.md\nsrc\n"}}, 1.0)
+    assert api.post("/v1/observe", hook)[0] == 201
+    totals = importer(api, tmp_path).run([finished(tmp_path, "tool-use.jsonl")])
+    assert (totals.accepted, totals.duplicates) == (0, 1)
     api.wait_drained()
     bash = [o for o in timeline(api, "sess-tool") if o["toolName"] == "Bash"]
     assert len(bash) == 1 and bash[0]["eventId"] == "claude-code:sess-tool:PostToolUse:toolu_1"
+
+
+def test_session_captured_by_hooks_gets_only_its_tool_calls(api: Api, tmp_path: Path) -> None:
+    """The hooks captured the whole (still open) session; importing its transcript afterwards
+    stores no second prompt or answer, and neither re-opens nor ends the session."""
+    assert api.post("/v1/sessions", {"sessionId": "sess-tool", "project": "repo",
+                                     "host": "claude-code", "cwd": "/Users/bob/repo"})[0] == 201
+    hooks: list[tuple[str, dict[str, Any]]] = [
+        ("UserPromptSubmit", {"prompt": "List the files"}),
+        ("PostToolUse", {"tool_use_id": "toolu_1", "tool_name": "Bash",
+                         "tool_input": {"command": "ls"},
+                         "tool_response": {"stdout": "README.md\nsrc\n"}}),
+        ("Stop", {"last_assistant_message": "Two entries."})]
+    for hook, payload in hooks:
+        assert api.post("/v1/observe", hook_event(hook, payload, time.time()))[0] == 201
+    api.wait_drained()
+    before = timeline(api, "sess-tool")
+    assert len(before) == 3
+
+    transport = Recording(api)
+    run = Importer(Gateway(transport), tmp_path / "data",  # type: ignore[arg-type]
+                   out=io.StringIO())
+    totals = run.run([finished(tmp_path, "tool-use.jsonl")])
+    assert (totals.sent, totals.duplicates, totals.covered_by_hooks) == (1, 1, 2)
+    assert "2 covered by hooks" in totals.line()
+    assert "2 covered by hooks" in run.out.getvalue()  # type: ignore[attr-defined]
+    api.wait_drained()
+    assert [o["eventId"] for o in timeline(api, "sess-tool")] == [
+        o["eventId"] for o in before]
+    assert transport.log == ["GET /v1/sessions/sess-tool", "POST /v1/observe"]
+    assert api.get("/v1/sessions/sess-tool")[1]["status"] == "active"  # not ended by the import
+    ledger = json.loads((tmp_path / "data" / "transcript-import-ledger.json").read_text())
+    assert ledger["createdSessions"] == []
+
+
+def test_sessions_the_importer_created_stay_its_own(api: Api, tmp_path: Path) -> None:
+    """The gateway has the session after a first import; a later import of the grown file is
+    still its writer: the new prompt and answer arrive, and the session is ended again."""
+    path = finished(tmp_path, "tool-use.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    path.chmod(0o644)
+    path.write_text("".join(lines[:3]))
+    age(path)
+    first = importer(api, tmp_path).run([path])
+    assert (first.accepted, first.covered_by_hooks) == (2, 0)
+    api.wait_drained()
+    assert api.get("/v1/sessions/sess-tool")[1]["status"] == "ended"
+    path.write_text("".join(lines))
+    age(path, 1800)
+    grown = importer(api, tmp_path).run([path])
+    assert (grown.accepted, grown.duplicates, grown.covered_by_hooks) == (1, 2, 0)
+    api.wait_drained()
+    assert [o["hookType"] for o in timeline(api, "sess-tool")] == [
+        "UserPromptSubmit", "PostToolUse", "Stop"]
+    rescan = importer(api, tmp_path, use_ledger=False).run([path])  # --rescan: still its own
+    assert (rescan.duplicates, rescan.covered_by_hooks) == (3, 0)
+
+
+def test_a_file_still_being_written_is_skipped_unless_asked(api: Api, tmp_path: Path) -> None:
+    live = finished(tmp_path, "tool-use.jsonl")
+    age(live, 30)  # written 30 seconds ago: its session is probably running
+    out = io.StringIO()
+    run = Importer(Gateway(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
+                   out=out)
+    totals = run.run([live])
+    assert (totals.skipped_live, totals.sent) == (1, 0)
+    assert "still being written, skipped" in out.getvalue()
+    assert api.get("/v1/sessions/sess-tool")[0] == 404
+    assert run.ledger == {}  # not recorded: the next run looks at it again
+    totals = importer(api, tmp_path, include_live=True).run([live])
+    assert (totals.skipped_live, totals.accepted) == (0, 3)
 
 
 def test_gateway_down_stops_the_import_and_keeps_the_ledger(tmp_path: Path) -> None:
@@ -158,7 +266,7 @@ def test_gateway_down_stops_the_import_and_keeps_the_ledger(tmp_path: Path) -> N
     down = Importer(Gateway(Client("http://127.0.0.1:9", None, timeout=2)), tmp_path,
                     out=io.StringIO())
     with pytest.raises(ImportStopped, match="did not take"):
-        down.run([FIXTURES / "basic.jsonl"])
+        down.run([finished(tmp_path, "basic.jsonl")])
     assert down.ledger == {}
 
 
@@ -180,6 +288,19 @@ def test_cli_end_to_end(tmp_path: Path, transcripts: Path) -> None:
         assert " 0 new" in again.stderr.splitlines()[-1]
         status, body = cluster.request("GET", "/v1/sessions/sess-basic/observations")
         assert status == 200 and len(body["items"]) == 2
+        live = tmp_path / "live"
+        live.mkdir()
+        (live / "now.jsonl").write_text((FIXTURES / "tool-use.jsonl").read_text()
+                                        .replace("sess-tool", "sess-live"))
+        done = subprocess.run([ENGRAM, "import-jsonl", str(live)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "still being written, skipped" in done.stderr
+        assert "(1 still being written, skipped)" in done.stderr.splitlines()[-1]
+        done = subprocess.run([ENGRAM, "import-jsonl", "--include-live", str(live)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert " 3 new" in done.stderr.splitlines()[-1]
     finally:
         cluster.stop_all()
     down = subprocess.run([ENGRAM, "import-jsonl", "--rescan", str(transcripts)], env=env,

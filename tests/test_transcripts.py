@@ -37,7 +37,7 @@ LINES = ROLLOUT.read_text(encoding="utf-8").splitlines(keepends=True)
 
 # --- the schema engine -------------------------------------------------------------------------
 
-LINE = {"type": "response_item", "n": 3, "flag": True, "none": None,
+LINE = {"type": "response_item", "n": 3, "flag": True, "none": None, "one": 1, "bits": [1, 0],
         "payload": {"type": "message", "role": "user", "tags": ["a", "b"],
                     "content": [{"type": "input_text", "text": "<skills> do it"}]}}
 
@@ -85,6 +85,29 @@ def test_paths() -> None:
     ({"any": [{"path": "type", "equals": "x"}, {"all": [{"path": "n", "equals": 4}]}]}, False),
 ])
 def test_match_operators(rule: dict[str, Any], expected: bool) -> None:
+    assert compile_match(rule, "test")(LINE) is expected
+
+
+@pytest.mark.parametrize(("rule", "expected"), [
+    # JSON true is not the number 1 (Python's True == 1), in every operator that compares
+    ({"path": "flag", "in": [1]}, False),
+    ({"path": "flag", "in": [1.0, 0]}, False),
+    ({"path": "flag", "in": [True]}, True),
+    ({"path": "flag", "not_in": [1]}, True),
+    ({"path": "flag", "not_in": [True]}, False),
+    ({"path": "one", "in": [True]}, False),
+    ({"path": "one", "in": [1.0]}, True),
+    ({"path": "one", "not_in": [True, False]}, True),
+    ({"path": "one", "equals": True}, False),
+    ({"path": "one", "not_equals": True}, True),
+    ({"path": "flag", "not_equals": 1}, True),
+    ({"path": "bits", "equals": [True, False]}, False),
+    ({"path": "bits", "equals": [1.0, 0]}, True),
+    ({"path": "bits", "in": [[True, False]]}, False),
+    ({"path": "bits", "contains": True}, False),
+    ({"path": "bits", "contains": 1}, True),
+])
+def test_booleans_never_equal_numbers(rule: dict[str, Any], expected: bool) -> None:
     assert compile_match(rule, "test")(LINE) is expected
 
 
@@ -318,6 +341,80 @@ def test_partial_last_line_waits_for_its_newline(api: Api, tmp_path: Path) -> No
     state = file_state(watcher, path)
     assert state["offset"] == before + len(whole.encode())
     assert list(state["pending"]) == ["call_8dK2mQ4vX1pL7rS3"]
+
+
+class Recording(FlakyTransport):
+    """FlakyTransport that remembers each call as "METHOD path"."""
+
+    def __init__(self, api: Api) -> None:
+        super().__init__(api)
+        self.log: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        self.log.append(f"{method} {path}" + (f" {body['hookType']}" if path == "/v1/observe"
+                                               else ""))
+        return super().request(method, path, body)
+
+
+def _other_session(session: str, marker: str) -> list[str]:
+    """The sample rollout as another session, with its own prompt, call ids and answer."""
+    return [line.replace(SESSION, session).replace('"call_', f'"call_{marker}')
+            .replace("--dry-run", f"--{marker}") for line in LINES]
+
+
+@pytest.mark.parametrize("how", ["rename", "in_place"])
+def test_a_file_replaced_at_the_same_path_is_read_from_the_start(
+        api: Api, tmp_path: Path, how: str) -> None:
+    path = rollout(tmp_path, lines=LINES[:5])
+    watcher = make_watcher(tmp_path, FlakyTransport(api))
+    watcher.pass_once()
+    assert list(file_state(watcher, path)["pending"]) == ["call_8dK2mQ4vX1pL7rS3"]
+    old_offset = file_state(watcher, path)["offset"]
+    # Rotated: another (larger) session's rollout now lives at this path.
+    replacement = _other_session("sess-rotated", "rot")
+    assert len("".join(replacement).encode()) > old_offset
+    if how == "rename":
+        fresh = rollout(tmp_path, "incoming.tmp", replacement)
+        fresh.replace(path)
+    else:  # truncated and rewritten in place: same inode, different bytes
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("".join(replacement))
+    watcher.pass_once()
+    items = stored(api, "sess-rotated")
+    assert sorted(o["hookType"] for o in items) == [
+        "PostToolUse", "PostToolUse", "Stop", "UserPromptSubmit"]
+    assert any("--rot" in json.dumps(o) for o in items if o["hookType"] == "UserPromptSubmit")
+    state = file_state(watcher, path)
+    assert state["offset"] == path.stat().st_size
+    assert state["pending"] == {}  # the old file's waiting call is dropped with it
+    assert state["sessionId"] == "sess-rotated"
+    assert not (tmp_path / "dead.jsonl").exists()
+    assert "reading it from the start" in watcher.out.getvalue()  # type: ignore[attr-defined]
+    # An ordinary append afterwards is not mistaken for a replacement.
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(LINES[2].replace("--dry-run", "--later"))
+    watcher.pass_once()
+    assert file_state(watcher, path)["offset"] == path.stat().st_size
+    assert watcher.out.getvalue().count("reading it from the start") == 1  # type: ignore[attr-defined]
+
+
+def test_codex_turns_after_a_task_complete_reannounce_the_session(
+        api: Api, tmp_path: Path) -> None:
+    second_turn = [LINES[3].replace("--dry-run", "--verbose"), LINES[9], LINES[10]]
+    path = rollout(tmp_path)
+    transport = Recording(api)
+    watcher = make_watcher(tmp_path, transport)
+    watcher.pass_once()
+    assert transport.log[0] == "POST /v1/sessions"
+    assert transport.log[-1] == f"POST /v1/sessions/{SESSION}/end"
+    assert file_state(watcher, path)["announced"] is False
+    transport.log.clear()
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.writelines(second_turn)
+    watcher.pass_once()
+    assert transport.log == ["POST /v1/sessions", "POST /v1/observe UserPromptSubmit",
+                             "POST /v1/observe Stop", f"POST /v1/sessions/{SESSION}/end"]
+    assert api.get(f"/v1/sessions/{SESSION}")[1]["status"] == "ended"
 
 
 def test_start_at_end_reads_only_new_lines_of_files_found_at_start(

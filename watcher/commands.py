@@ -29,6 +29,7 @@ def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
         "import-jsonl", help="import Claude Code transcripts (JSONL)",
         description="Send Claude Code transcripts through the capture path: prompts, tool "
         "calls and final answers, with the ids the live hooks use, so nothing is stored twice. "
+        "A session the gateway already has from the live hooks gets only its tool calls. "
         "Safe to re-run: only what is new is stored. Progress goes to stderr.")
     common(p)
     client_args(p)
@@ -37,6 +38,9 @@ def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
                         "default ~/.claude/projects)")
     p.add_argument("--rescan", action="store_true",
                    help="read every file again, even those unchanged since the last import")
+    p.add_argument("--include-live", action="store_true",
+                   help="also import files modified in the last two minutes (by default "
+                        "skipped: their session is probably still running)")
 
     p = sub.add_parser(
         "watch-transcripts", help="tail agent transcripts with declarative schemas",
@@ -83,7 +87,7 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
         return EXIT_OK
     settings, client = _settings_and_client(args)
     importer = Importer(Gateway(client), settings.data_dir, settings.project,
-                        use_ledger=not args.rescan)
+                        use_ledger=not args.rescan, include_live=args.include_live)
     try:
         totals = importer.run(files)
     except ImportStopped as exc:
@@ -93,8 +97,10 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     for rejection in totals.rejections[:20]:
         print(f"engram: rejected: {rejection}", file=sys.stderr)
-    skipped = (f" ({totals.skipped_unchanged} unchanged, skipped)"
-               if totals.skipped_unchanged else "")
+    reasons = [f"{totals.skipped_unchanged} unchanged"] if totals.skipped_unchanged else []
+    if totals.skipped_live:
+        reasons.append(f"{totals.skipped_live} still being written")
+    skipped = f" ({', '.join(reasons)}, skipped)" if reasons else ""
     print(f"imported {totals.files} files{skipped}: {totals.line()}", file=sys.stderr)
     return EXIT_FAILURE if totals.rejected else EXIT_OK
 

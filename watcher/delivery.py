@@ -19,6 +19,8 @@ from engram.client import Client, GatewayError, GatewayUnreachable
 
 ACCEPTED, DUPLICATE, RETRYING, REJECTED, TRANSIENT = (
     "accepted", "duplicate", "retrying", "rejected", "transient")
+FOUND, MISSING = "found", "missing"
+"""Answers of a session lookup (``Gateway.session_exists``)."""
 DELIVERED = frozenset({ACCEPTED, DUPLICATE, RETRYING})
 """Outcomes after which the gateway owns the event: the reader may move past it."""
 
@@ -85,6 +87,24 @@ class Gateway:
         outcome = self._send("POST", "/v1/sessions", body)
         # A session start answers 201 (new) or 200 (known): both mean it is there.
         return Outcome(ACCEPTED) if outcome.status == DUPLICATE else outcome
+
+    def session_exists(self, session_id: str) -> Outcome:
+        """FOUND when the gateway has the session (hooks or an import created it), MISSING when
+        it does not, TRANSIENT when it could not say."""
+        from urllib.parse import quote
+
+        try:
+            status, payload = self.client.request(
+                "GET", f"/v1/sessions/{quote(session_id, safe='')}")
+        except GatewayUnreachable as exc:
+            return Outcome(TRANSIENT, str(exc))
+        if status == 200:
+            return Outcome(FOUND)
+        if status == 404:
+            return Outcome(MISSING)
+        if status in (401, 403):
+            raise GatewayError(status, payload)
+        return Outcome(TRANSIENT, _reason(status, payload))
 
     def end_session(self, session_id: str) -> Outcome:
         from urllib.parse import quote

@@ -1,8 +1,17 @@
 """`engram import-jsonl`: send Claude Code transcripts through the capture path, idempotently.
 
 Correctness comes from event ids: a re-run sends the same ids and the gateway answers duplicate.
-The ledger (file size and mtime per path, in the data dir) only makes a re-run fast by skipping
-files that did not change since they were imported completely.
+The ledger (in the data dir) keeps the file size and mtime per path, which only makes a re-run
+fast by skipping files that did not change since they were imported completely, and the sessions
+this importer created.
+
+One writer per session: a tool call has the same eventId from the live hook and from the
+transcript, but a prompt or a final answer does not (Claude Code's hook payloads carry no turn id
+or timestamp, so the hook derives its id from its own clock). So a session the gateway already
+has, and this importer did not create, belongs to the hooks (or to another writer): the import
+sends only its tool calls (duplicates, or calls a hook missed) and no prompts, answers, session
+start or end. A file modified in the last ``LIVE_SECONDS`` is skipped unless asked for: its
+session is probably still running.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from watcher import claude_import
 from watcher.delivery import (
     ACCEPTED,
     DUPLICATE,
+    FOUND,
     REJECTED,
     RETRYING,
     TRANSIENT,
@@ -27,7 +37,13 @@ from watcher.delivery import (
 )
 
 LEDGER_FILE = "transcript-import-ledger.json"
-"""Per imported file: size and mtime when it was last imported completely."""
+"""``{"files": {path: {"size", "mtimeNs"}}, "createdSessions": [id, ...]}``: per imported file,
+its size and mtime when it was last imported completely; the sessions this importer created (it
+remains their writer). An older ledger is the ``files`` mapping alone."""
+LIVE_SECONDS = 120.0
+"""A transcript modified this recently is still being written (its session is running)."""
+TOOL_HOOKS = frozenset({"PostToolUse", "PostToolUseFailure"})
+"""Events whose eventId the live hook derives identically: sent for any session."""
 
 
 class ImportStopped(Exception):
@@ -44,24 +60,46 @@ class Totals:
     rejected: int = 0
     invalid_lines: int = 0
     unusable_lines: int = 0
+    covered_by_hooks: int = 0
+    """Prompts and answers of sessions the hooks captured: not sent (see the module doc)."""
+    skipped_live: int = 0
+    """Files modified in the last LIVE_SECONDS: still being written, skipped."""
     rejections: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         return (f"{self.sent} events sent: {self.accepted} new, {self.duplicates} duplicate, "
-                f"{self.rejected} rejected; {self.invalid_lines} invalid lines skipped"
+                f"{self.rejected} rejected"
+                + (f"; {self.covered_by_hooks} covered by hooks" if self.covered_by_hooks
+                   else "")
+                + f"; {self.invalid_lines} invalid lines skipped"
                 + (f", {self.unusable_lines} lines with unsafe ids skipped"
                    if self.unusable_lines else ""))
 
 
 class Importer:
     def __init__(self, gateway: Gateway, data_dir: Path, project: str = "",
-                 out: TextIO = sys.stderr, use_ledger: bool = True) -> None:
+                 out: TextIO = sys.stderr, use_ledger: bool = True,
+                 include_live: bool = False, live_seconds: float = LIVE_SECONDS) -> None:
+        """``use_ledger=False`` (``--rescan``) reads every file again; the ledger still records
+        the sessions this importer created, which decide who writes a session."""
         self.gateway = gateway
         self.project = project
         self.out = out
         self.use_ledger = use_ledger
+        self.include_live = include_live
+        self.live_seconds = live_seconds
         self.ledger_path = data_dir / LEDGER_FILE
-        self.ledger: dict[str, Any] = read_json(self.ledger_path, {}) if use_ledger else {}
+        stored = read_json(self.ledger_path, {})
+        if not isinstance(stored, dict):
+            stored = {}
+        files = stored.get("files") if "files" in stored else stored  # older: the files alone
+        self.ledger: dict[str, Any] = dict(files) if isinstance(files, dict) else {}
+        created = stored.get("createdSessions") if "files" in stored else None
+        self.created: set[str] = {s for s in created if isinstance(s, str)} if isinstance(
+            created, list) else set()
+        """Sessions this importer created: it stays their writer."""
+        self.owner: dict[str, bool] = {}
+        """Per session looked up in this run: whether this importer writes all of it."""
         self.totals = Totals()
 
     def run(self, files: list[Path]) -> Totals:
@@ -71,8 +109,8 @@ class Importer:
             for number, path in enumerate(files, 1):
                 self._file(path, number, len(files))
         finally:
-            if self.use_ledger:
-                write_json_atomic(self.ledger_path, self.ledger)
+            write_json_atomic(self.ledger_path, {"files": self.ledger,
+                                                 "createdSessions": sorted(self.created)})
         return self.totals
 
     def _file(self, path: Path, number: int, total: int) -> None:
@@ -85,12 +123,26 @@ class Importer:
             print(f"[{number}/{total}] {path}: unchanged since the last import, skipped",
                   file=self.out)
             return
+        age = time.time() - stat.st_mtime
+        if not self.include_live and age < self.live_seconds:
+            self.totals.skipped_live += 1
+            print(f"[{number}/{total}] {path}: still being written, skipped (modified "
+                  f"{max(age, 0):.0f}s ago; --include-live imports it)", file=self.out)
+            return
         parsed = claude_import.parse(path, self.project)
         self.totals.invalid_lines += parsed.invalid
         self.totals.unusable_lines += parsed.unusable
         counts = {ACCEPTED: 0, DUPLICATE: 0, REJECTED: 0}
+        for session_id in dict.fromkeys(e.session_id for e in parsed.events if e.session_id):
+            self._decide_owner(path, session_id)
         started: set[str] = set()
+        covered = 0
         for event in parsed.events:
+            assert event.session_id is not None
+            owned = self.owner[event.session_id]
+            if not owned and event.hook not in TOOL_HOOKS:
+                covered += 1  # the hooks sent this prompt / answer under their own eventId
+                continue
             body = observe_body(event, event_id(event, fallback_time=0.0))
             outcome = self.gateway.observe(body)
             if outcome.status == TRANSIENT:
@@ -101,10 +153,9 @@ class Importer:
             counts[status] += 1
             if status == REJECTED:
                 self.totals.rejections.append(f"{path}: {body['eventId']}: {outcome.reason}")
-            elif status == ACCEPTED and event.session_id not in started:
+            elif status == ACCEPTED and owned and event.session_id not in started:
                 # Announced only when the session got something new: a re-run of an imported
                 # file makes no session calls (which would re-open and re-summarise it).
-                assert event.session_id is not None
                 info = parsed.sessions[event.session_id]
                 self._session(path, self.gateway.start_session(
                     event.session_id, str(info["project"]), host=claude_import.HOST,
@@ -115,11 +166,33 @@ class Importer:
         self.totals.accepted += counts[ACCEPTED]
         self.totals.duplicates += counts[DUPLICATE]
         self.totals.rejected += counts[REJECTED]
-        if self.use_ledger:
-            self.ledger[key] = seen
+        self.totals.covered_by_hooks += covered
+        self.ledger[key] = seen
+        hooks = f", {covered} covered by hooks" if covered else ""
         torn = f", {parsed.invalid} invalid lines skipped" if parsed.invalid else ""
         print(f"[{number}/{total}] {path}: {len(parsed.events)} events: {counts[ACCEPTED]} new, "
-              f"{counts[DUPLICATE]} duplicate, {counts[REJECTED]} rejected{torn}", file=self.out)
+              f"{counts[DUPLICATE]} duplicate, {counts[REJECTED]} rejected{hooks}{torn}",
+              file=self.out)
+
+    def _decide_owner(self, path: Path, session_id: str) -> None:
+        """Whether this importer writes all of the session (prompts, answers, start and end) or
+        only its tool calls: a session the gateway already has belongs to whoever created it,
+        unless that was this importer."""
+        if session_id in self.owner:
+            return
+        if session_id in self.created:
+            self.owner[session_id] = True
+            return
+        outcome = self.gateway.session_exists(session_id)
+        if outcome.status == TRANSIENT:
+            raise ImportStopped(f"{path}: the gateway did not take a session lookup "
+                                f"({outcome.reason})")
+        owned = outcome.status != FOUND
+        if owned:
+            # Recorded before anything is sent: a run stopped half-way still knows on re-run
+            # that the session (created by the gateway from these events) is this importer's.
+            self.created.add(session_id)
+        self.owner[session_id] = owned
 
     def _session(self, path: Path, outcome: Any) -> None:
         if outcome.status == TRANSIENT:

@@ -104,11 +104,25 @@ def get(value: Any, path: str) -> Any:
 Matcher = Callable[[Any], bool]
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: numbers compare by value (``1 == 1.0``), but a boolean only equals a
+    boolean (Python's ``True == 1`` is not JSON's), also inside arrays and objects."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return False
+    return bool(a == b)
+
+
 def _contains(value: Any, needle: Any) -> bool:
     if isinstance(value, str):
         return isinstance(needle, str) and needle in value
     if isinstance(value, list):
-        return needle in value
+        return any(json_equal(item, needle) for item in value)
     if isinstance(value, dict):
         return isinstance(needle, str) and needle in value
     return False
@@ -153,7 +167,8 @@ def _operator(op: str, arg: Any, where: str) -> Callable[[Any], bool]:
         if not isinstance(arg, list):
             raise ConfigError(f"{where}: '{op}' needs a list, got {arg!r}")
         options = list(arg)
-        present: Callable[[Any], bool] = lambda v: v is not MISSING and v in options  # noqa: E731
+        present: Callable[[Any], bool] = lambda v: v is not MISSING and any(  # noqa: E731
+            json_equal(v, option) for option in options)
         return present if op == "in" else (lambda v: not present(v))
     if op == "exists":
         if not isinstance(arg, bool):
@@ -174,11 +189,9 @@ def _operator(op: str, arg: Any, where: str) -> Callable[[Any], bool]:
         except re.error as exc:
             raise ConfigError(f"{where}: bad regex {arg!r}: {exc}") from None
         return lambda v: isinstance(v, str) and pattern.search(v) is not None
-    # equals / not_equals: JSON equality (1 == 1.0, but true is not 1)
+    # equals / not_equals: JSON equality (1 == 1.0, but true is not 1, also nested)
     def equal(v: Any) -> bool:
-        if v is MISSING or isinstance(v, bool) != isinstance(arg, bool):
-            return False
-        return bool(v == arg)
+        return v is not MISSING and json_equal(v, arg)
 
     return equal if op == "equals" else (lambda v: not equal(v))
 

@@ -22,12 +22,13 @@ import copy
 import glob
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from agents.contract import (
     BadPayload,
@@ -277,40 +278,67 @@ class TranscriptWatcher:
         """(lines consumed, 1 when the file stopped on a transient failure)."""
         state = self.state["files"][key]
         try:
-            size = path.stat().st_size
+            handle = open(path, "rb")  # noqa: SIM115 - closed below; stat and read one file
         except FileNotFoundError:
             return 0, 0
-        if size < state["offset"]:  # truncated or replaced: read it again from the start
-            print(f"engram: {path} shrank below its read offset; reading it from the start",
-                  file=self.out)
-            carried = {k: state.get(k, 0) for k in ("deadLetters",)}
-            state = self.state["files"][key] = {**new_file_state(watch.name, file_key(path)),
-                                                **carried}
-        consumed = 0
-        with open(path, "rb") as handle:
-            while state["offset"] < size:
-                handle.seek(state["offset"])
-                data = handle.read(max(READ_CHUNK, 0))
+        with handle:
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size
+            why = self._replaced(handle, stat, state)
+            if why:  # truncated, rotated or rewritten: a new file, read from the start
+                print(f"engram: {path} {why}; reading it from the start", file=self.out)
+                carried = {k: state.get(k, 0) for k in ("deadLetters",)}
+                state = self.state["files"][key] = {
+                    **new_file_state(watch.name, file_key(path)), **carried}
+            return self._read(watch, path, key, handle, size, state)
+
+    @staticmethod
+    def _replaced(handle: BinaryIO, stat: os.stat_result, state: dict[str, Any]) -> str | None:
+        """Why the file at this path is not the one the state was read from, or None. Checks the
+        inode and device, and the bytes just before the offset (a rewrite in place, or a copy
+        over the old file, keeps the inode)."""
+        if stat.st_size < state["offset"]:
+            return "shrank below its read offset"
+        identity = state.get("identity")
+        if identity is None:
+            return None  # state from before identities were kept: adopt this file
+        if identity.get("ino") != stat.st_ino or identity.get("dev") != stat.st_dev:
+            return "was replaced by another file"
+        if identity.get("tail") != _tail_hash(handle, state["offset"]):
+            return "was rewritten before its read offset"
+        return None
+
+    def _read(self, watch: Watch, path: Path, key: str, handle: BinaryIO, size: int,
+              state: dict[str, Any]) -> tuple[int, int]:
+        stat = os.fstat(handle.fileno())
+        consumed = stalled = 0
+        while state["offset"] < size and not stalled:
+            handle.seek(state["offset"])
+            data = handle.read(max(READ_CHUNK, 0))
+            if b"\n" not in data:
+                more = handle.read()  # a line longer than a chunk: read it whole
+                data += more
                 if b"\n" not in data:
-                    more = handle.read()  # a line longer than a chunk: read it whole
-                    data += more
-                    if b"\n" not in data:
-                        break  # a partial last line waits for its newline
-                progressed = False
-                for offset, raw in _lines(data, state["offset"]):
-                    new = self.process_line(watch, path, state, offset, raw)
-                    if new is None:
-                        self.state["files"][key] = state
-                        return consumed, 1
-                    new["offset"] = offset + len(raw)
-                    state = self.state["files"][key] = new
-                    consumed += 1
-                    progressed = True
-                if not progressed:
+                    break  # a partial last line waits for its newline
+            progressed = False
+            for offset, raw in _lines(data, state["offset"]):
+                new = self.process_line(watch, path, state, offset, raw)
+                if new is None:
+                    stalled = 1
                     break
+                new["offset"] = offset + len(raw)
+                state = self.state["files"][key] = new
+                consumed += 1
+                progressed = True
+            if not progressed:
+                break
+        # What the file is up to the offset: a later pass notices when another file took its
+        # place (see _replaced).
+        state["identity"] = _identity(handle, stat, state["offset"])
         self.state["files"][key] = state
-        self._complained.discard(key)
-        return consumed, 0
+        if not stalled:
+            self._complained.discard(key)
+        return consumed, stalled
 
     def process_line(self, watch: Watch, path: Path, state: dict[str, Any], offset: int,
                      raw: bytes) -> dict[str, Any] | None:
@@ -349,6 +377,10 @@ class TranscriptWatcher:
                 return new
             if op == "start":
                 new["announced"] = True
+            elif op == "end":
+                # Codex ends a "session" at every task_complete: the next turn announces it
+                # again (POST /v1/sessions reopens an ended session).
+                new["announced"] = False
             elif op == "observe":
                 new["sent"] = new.get("sent", 0) + 1
                 if outcome.status == "duplicate":
@@ -385,6 +417,22 @@ def _lines(data: bytes, base: int) -> list[tuple[int, bytes]]:
             return out
         out.append((base + pos, data[pos:end + 1]))
         pos = end + 1
+
+
+TAIL_BYTES = 64
+"""How many bytes before the read offset identify a file's content (see _tail_hash)."""
+
+
+def _tail_hash(handle: BinaryIO, offset: int) -> str:
+    """A short hash of the bytes just before ``offset``: differs when the file at the path is
+    not the one read up to there."""
+    start = max(0, offset - TAIL_BYTES)
+    handle.seek(start)
+    return hashlib.sha1(handle.read(offset - start)).hexdigest()[:16]
+
+
+def _identity(handle: BinaryIO, stat: os.stat_result, offset: int) -> dict[str, Any]:
+    return {"ino": stat.st_ino, "dev": stat.st_dev, "tail": _tail_hash(handle, offset)}
 
 
 def _json(raw: bytes) -> Any:
