@@ -80,6 +80,19 @@ def api(gateway: Any) -> Api:
 
 
 @pytest.fixture
+def own_api(tmp_path: Path) -> Iterator[Api]:
+    """A client of a gateway of this test's own, for tests whose data has fixed ids (fixture
+    transcripts) and so cannot share the module's gateway."""
+    from engram.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path / "gw"))
+    try:
+        yield api_for(built)
+    finally:
+        built.close()
+
+
+@pytest.fixture
 def project() -> str:
     return f"proj-{uuid.uuid4().hex[:8]}"
 

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 
 from agents.adapters import claude_code
 from agents.contract import event_id, observe_body
-from tests.conftest import api_for, make_settings
 from tests.support import ENGRAM, Api, Cluster
 from watcher import claude_import
 from watcher.delivery import Gateway
@@ -50,16 +48,6 @@ class Recording(FlaskTransport):
         return super().request(method, path, body)
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    """A gateway of this test's own: the fixture transcripts have fixed session ids."""
-    from engram.server import build_gateway
-
-    built = build_gateway(make_settings(tmp_path / "gw"))
-    try:
-        yield api_for(built)
-    finally:
-        built.close()
 
 
 def age(path: Path, seconds: float = 3600.0) -> Path:
@@ -95,6 +83,12 @@ def timeline(api: Api, session: str) -> list[dict[str, Any]]:
     assert status == 200, page
     return list(page["items"])
 
+
+
+@pytest.fixture
+def api(own_api: Api) -> Api:
+    """This module's tests use fixed session ids: each gets a gateway of its own."""
+    return own_api
 
 def test_parse_gives_hook_shaped_events() -> None:
     parsed = claude_import.parse(FIXTURES / "tool-use.jsonl")

@@ -7,14 +7,12 @@ import json
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engram.client import GatewayUnreachable
-from tests.conftest import api_for, make_settings
 from tests.support import ENGRAM, Api, Cluster, wait_for
 from watcher.delivery import Gateway
 from watcher.schema import (
@@ -41,6 +39,12 @@ LINE = {"type": "response_item", "n": 3, "flag": True, "none": None, "one": 1, "
         "payload": {"type": "message", "role": "user", "tags": ["a", "b"],
                     "content": [{"type": "input_text", "text": "<skills> do it"}]}}
 
+
+
+@pytest.fixture
+def api(own_api: Api) -> Api:
+    """This module's tests use fixed session ids: each gets a gateway of its own."""
+    return own_api
 
 def test_paths() -> None:
     assert get(LINE, "payload.content[0].text") == "<skills> do it"
@@ -206,15 +210,6 @@ class FlakyTransport:
         return self.api.call(method, path, body)
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    from engram.server import build_gateway
-
-    built = build_gateway(make_settings(tmp_path / "gw"))
-    try:
-        yield api_for(built)
-    finally:
-        built.close()
 
 
 def write_config(tmp_path: Path, **watch: Any) -> Path:
