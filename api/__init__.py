@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask, Response, request
 
 from api import auth, errors
-from api.routes import admin, capture, graph, health, memories, recall, sessions
+from api.routes import admin, capture, graph, health, memories, projects, recall, sessions
 from engram import __version__
 from engram.settings import Settings
 from engram.store import Store
@@ -53,7 +53,7 @@ def create_app(
     errors.register(app)
     auth.install(app, secret, settings.allowed_origins)
     for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
-                      graph.bp):
+                      graph.bp, projects.bp):
         app.register_blueprint(blueprint)
     if derived_changed is not None:
         kick = derived_changed

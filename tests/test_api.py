@@ -590,3 +590,28 @@ def test_ending_an_unknown_session_with_its_project_creates_it(api: Api, project
     assert status == 200 and answer["session"]["status"] == "ended"
     assert answer["session"]["project"] == project and answer["session"]["cwd"] == "/x"
     assert api.post("/v1/sessions/unknown-3/end", {"project": 7})[0] == 422
+
+
+def test_file_history_and_project_profile(api: Api, project: str) -> None:
+    edits = [("/home/dev/src/shop/app/login.py", "Edit"), ("/home/dev/src/shop/app/login_test.py",
+                                                            "Edit"),
+             ("/home/dev/src/shop/app/login.py", "Read")]
+    for n, (path, tool) in enumerate(edits):
+        key = "file_path"
+        assert api.post("/v1/observe", observe_body(
+            project, "fh-1", n, toolName=tool, hookType="PostToolUse",
+            toolInput={key: path, "old_string": "a", "new_string": "b"} if tool == "Edit"
+            else {key: path}))[0] == 201
+    wait_for(lambda: api.get("/v1/sessions/fh-1/observations")[1]["items"].__len__() == 3)
+    status, page_ = api.get(f"/v1/files/history?project={project}&path=app/login.py")
+    assert status == 200
+    assert [o["toolName"] for o in page_["items"]] == ["Read", "Edit"]  # newest first
+    assert api.get(f"/v1/files/history?project={project}&path=login.py")[1]["items"].__len__() \
+        == 2  # a suffix at a path boundary: login_test.py does not match
+    assert api.get(f"/v1/files/history?project=other-{project}&path=app/login.py")[1][
+        "items"] == []
+    assert api.get(f"/v1/files/history?project={project}&path=")[0] == 422
+    assert api.get("/v1/files/history?path=app/login.py")[0] == 422  # no scope: fails closed
+    status, prof = api.get(f"/v1/projects/{project}/profile")
+    assert status == 200 and prof["observations"] == 3 and prof["sessions"] == 1
+    assert "/home/dev/src/shop/app/login.py" in prof["topFiles"]

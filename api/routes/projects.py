@@ -1,0 +1,35 @@
+"""Per-project reads: GET /v1/projects/<project>/profile and GET /v1/files/history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify, request
+
+from api.errors import ApiError
+from api.util import limit_arg, page, scope_from, store
+from engram import context, observations
+
+bp = Blueprint("projects", __name__)
+MAX_PATH_CHARS = 4096
+
+
+@bp.get("/v1/projects/<project>/profile")
+def profile(project: str) -> Any:
+    """What a project is about: sessions and observations recorded, top files, commands and
+    concepts (the profile the context block starts with)."""
+    scope = scope_from(project, request.args.get("agentId"))
+    return jsonify(context.profile(store(), scope))
+
+
+@bp.get("/v1/files/history")
+def file_history() -> Any:
+    """Observations that read or changed a file, newest first."""
+    path = request.args.get("path", "")
+    if not path.strip() or len(path) > MAX_PATH_CHARS:
+        raise ApiError(422, "path is required", details={"fields": {
+            "path": f"a non-empty file path of at most {MAX_PATH_CHARS} characters"}})
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
+    items, cursor = observations.file_history(store(), scope, path.strip(), limit_arg(),
+                                              request.args.get("cursor"))
+    return jsonify(page(items, cursor))
