@@ -70,6 +70,8 @@ EMBEDDERS = ("none", "local", "openai")
 """Values of ENGRAM_EMBEDDER."""
 LOCAL_MODELS = ("minilm", "e5-small")
 """Values of ENGRAM_LOCAL_MODEL: the models the local embedder can run offline."""
+MCP_TOOL_SETS = ("core", "all")
+"""Values of ENGRAM_MCP_TOOLS."""
 
 
 def _one_of(values: tuple[str, ...]) -> Callable[[str], str]:
@@ -84,6 +86,7 @@ def _one_of(values: tuple[str, ...]) -> Callable[[str], str]:
 
 _local_model = _one_of(LOCAL_MODELS)
 _embedder = _one_of(EMBEDDERS)
+_mcp_tools = _one_of(MCP_TOOL_SETS)
 
 
 def _non_negative_int(raw: str) -> int:
@@ -211,6 +214,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_TRANSCRIPT_WATCH_CONFIG", "transcript_watch_config", str, "",
          "Declarative transcript-watch configuration read by `engram watch-transcripts`. "
          "Empty: <config dir>/transcript-watch.json."),
+    Spec("ENGRAM_MCP_TOOLS", "mcp_tools", _mcp_tools, "core",
+         "Tools the MCP server lists: core (save, recall, search, context, observations, "
+         "status) or all (also sessions, timelines, file history, profile, forget, export, ...)."),
     Spec("ENGRAM_TRANSCRIPT_POLL_SECONDS", "transcript_poll_seconds", _positive_float, 1.0,
          "How often `engram watch-transcripts` looks for new lines besides file events."),
 )
@@ -261,6 +267,7 @@ class Settings:
     capture_max_output_chars: int
     transcript_watch_config: str
     transcript_poll_seconds: float
+    mcp_tools: str
 
     def __init__(self, **values: Any) -> None:
         missing = {spec.attr for spec in SETTINGS} - values.keys()
