@@ -596,13 +596,15 @@ def test_file_history_and_project_profile(api: Api, project: str) -> None:
     edits = [("/home/dev/src/shop/app/login.py", "Edit"), ("/home/dev/src/shop/app/login_test.py",
                                                             "Edit"),
              ("/home/dev/src/shop/app/login.py", "Read")]
+    session = f"fh-{project}"
     for n, (path, tool) in enumerate(edits):
         key = "file_path"
         assert api.post("/v1/observe", observe_body(
-            project, "fh-1", n, toolName=tool, hookType="PostToolUse",
+            project, session, n, toolName=tool, hookType="PostToolUse",
             toolInput={key: path, "old_string": "a", "new_string": "b"} if tool == "Edit"
             else {key: path}))[0] == 201
-    wait_for(lambda: api.get("/v1/sessions/fh-1/observations")[1]["items"].__len__() == 3)
+    wait_for(lambda: len(api.get(f"/v1/sessions/{session}/observations")[1].get("items", []))
+             == 3)
     status, page_ = api.get(f"/v1/files/history?project={project}&path=app/login.py")
     assert status == 200
     assert [o["toolName"] for o in page_["items"]] == ["Read", "Edit"]  # newest first
