@@ -147,10 +147,14 @@ Cursor = Annotated[str | None, Field(
 
 
 def build_server(backend: Backend, *, settings: Settings | None = None,
-                 tools: str = "core") -> MCPServer:
-    """The MCP server over ``backend``. ``tools`` is ENGRAM_MCP_TOOLS: core or all."""
+                 tools: str = "core", local_client: bool = True) -> MCPServer:
+    """The MCP server over ``backend``. ``tools`` is ENGRAM_MCP_TOOLS: core or all.
+    ``local_client``: the client runs where this server runs (stdio), so a tool called without
+    ``project`` means the repository this server was started in. Over HTTP the server's folder
+    means nothing to the client: only ENGRAM_PROJECT is a default, else ``project`` is needed."""
     server = MCPServer("engram", instructions=INSTRUCTIONS, log_level="WARNING")
-    default_project = (settings.project if settings else "") or project_for(os.getcwd())
+    configured = settings.project if settings else ""
+    default_project = configured or (project_for(os.getcwd()) if local_client else "")
 
     def call(method: str, path: str, body: Any = None, *,
              missing_ok: bool = False) -> tuple[Any, str]:
@@ -168,7 +172,12 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
         return answer, mode
 
     def project_of(project: str | None) -> str:
-        return project.strip() if project and project.strip() else default_project
+        if project and project.strip():
+            return project.strip()
+        if not default_project:
+            raise ToolError("project is required: name the project (over HTTP there is no "
+                            "working directory to take it from)")
+        return default_project
 
     def tool(name: str, *, core: bool = False) -> Callable[[Callable[..., Any]], Any]:
         """Register the function as a tool when the configured set includes it."""

