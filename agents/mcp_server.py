@@ -23,7 +23,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from agents.contract import project_for
@@ -35,6 +36,8 @@ broken and fixed before. Call `get_context` at the start of a task, `search` (or
 exact words) before re-investigating something, and `save_memory` for a lesson, decision or \
 fact the next session should know. `project` defaults to the repository you run in."""
 
+INVALID_PARAMS = -32602
+"""JSON-RPC's error code for bad parameters (a prompt called without what it needs)."""
 MAX_INLINE_EXPORT_CHARS = 200_000
 """An export larger than this is not returned inline (it would flood the agent's context)."""
 RETRY_GATEWAY_SECONDS = 30.0
@@ -46,7 +49,12 @@ class BackendError(Exception):
 
 
 class Unreachable(Exception):
-    """No gateway answered."""
+    """No gateway answered. ``delivered``: the request may have reached it (a timeout or a reset
+    after sending), so it must not be repeated elsewhere."""
+
+    def __init__(self, message: str, *, delivered: bool = False) -> None:
+        super().__init__(message)
+        self.delivered = delivered
 
 
 class AppBackend:
@@ -81,15 +89,23 @@ class ProxyBackend:
         try:
             status, answer = self.client.request(method, path, body)
         except GatewayUnreachable as exc:
-            raise Unreachable(str(exc)) from None
+            raise Unreachable(str(exc), delivered=not exc.refused) from None
         return status, answer, self.mode
 
 
 class FallbackBackend:
-    """The gateway when it answers, else the store opened in this process (``local``)."""
+    """The gateway when it answers, else the store opened in this process (``local``).
+
+    Only for a gateway on this machine (a loopback ENGRAM_URL) whose store is here: for a
+    remote gateway a local store would be a different one, and what an agent saved there would
+    never reach the team. Only when the connection was refused: a request that timed out may
+    have been carried out, and repeating it locally would do it twice."""
 
     def __init__(self, settings: Settings) -> None:
+        from engram.client import is_loopback_url
+
         self.settings = settings
+        self.may_fall_back = is_loopback_url(settings.gateway_url)
         self.proxy = ProxyBackend(settings)
         self.local: AppBackend | None = None
         self.gateway: Any = None
@@ -102,9 +118,19 @@ class FallbackBackend:
                 answer = self.proxy.request(method, path, body)
                 self.down_since = None
                 return answer
-            except Unreachable:
+            except Unreachable as exc:
+                if exc.delivered or not self.may_fall_back or not self._store_exists():
+                    raise
                 self.down_since = time.monotonic()
         return self._local().request(method, path, body)
+
+    def _store_exists(self) -> bool:
+        """A store to fall back on: any configured database, or the embedded default's SQLite
+        file (never a new, empty one that nothing would ever read)."""
+        url = self.settings.database_url
+        if not url.startswith("sqlite:///"):
+            return True
+        return os.path.exists(url[len("sqlite:///"):])
 
     def _local(self) -> AppBackend:
         with self.lock:
@@ -156,27 +182,26 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
     configured = settings.project if settings else ""
     default_project = configured or (project_for(os.getcwd()) if local_client else "")
 
-    def call(method: str, path: str, body: Any = None, *,
-             missing_ok: bool = False) -> tuple[Any, str]:
-        """The REST answer and the mode that gave it; a refusal becomes the tool's error (a
-        404 becomes None with ``missing_ok``)."""
+    def call(method: str, path: str, body: Any = None, *, missing_ok: bool = False,
+             error: Callable[[str], Exception] = ToolError) -> tuple[Any, str]:
+        """The REST answer and the mode that gave it; a refusal raises ``error`` with the API's
+        message (a 404 becomes None with ``missing_ok``)."""
         try:
             status, answer, mode = backend.request(method, path, body)
         except Unreachable as exc:
-            raise ToolError(f"Engram is not reachable: {exc}. Start it with `engram serve`.")\
-                from None
+            raise error(_unreachable_text(exc)) from None
         if status == 404 and missing_ok:
             return None, mode
         if status >= 400:
-            raise ToolError(_error_text(status, answer))
+            raise error(_error_text(status, answer))
         return answer, mode
 
-    def project_of(project: str | None) -> str:
+    def project_of(project: str | None, error: Callable[[str], Exception] = ToolError) -> str:
         if project and project.strip():
             return project.strip()
         if not default_project:
-            raise ToolError("project is required: name the project (over HTTP there is no "
-                            "working directory to take it from)")
+            raise error("project is required: name the project (over HTTP there is no "
+                        "working directory to take it from)")
         return default_project
 
     def tool(name: str, *, core: bool = False) -> Callable[[Callable[..., Any]], Any]:
@@ -303,7 +328,7 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
     def project_profile(project: Project = None) -> dict[str, Any]:
         """What the project is about: sessions and observations recorded, the most touched
         files, the usual commands, its main concepts."""
-        answer, mode = call("GET", f"/v1/projects/{quote(project_of(project), safe='')}/profile")
+        answer, mode = call("GET", "/v1/projects/profile?" + _query(project=project_of(project)))
         return {"mode": mode, "profile": answer}
 
     @tool("list_memories")
@@ -401,52 +426,53 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
 
 
 def _resources_and_prompts(server: MCPServer, call: Callable[..., tuple[Any, str]],
-                           project_of: Callable[[str | None], str]) -> None:
+                           project_of: Callable[..., str]) -> None:
+    def read(method: str, path: str, body: Any = None) -> Any:
+        return call(method, path, body, error=ResourceError)[0]
+
+    def prompt_error(message: str) -> Exception:
+        return MCPError(INVALID_PARAMS, message)
+
     @server.resource("engram://status", name="status", mime_type="application/json",
                      description="Engram's status report: what is wrong and how to fix it.")
     def status_resource() -> str:
-        return json.dumps(call("GET", "/v1/status")[0])
+        return json.dumps(read("GET", "/v1/status"))
 
     @server.resource("engram://projects/{project}/profile", name="project-profile",
                      mime_type="application/json",
                      description="What a project is about: counts, top files, commands, concepts.")
     def profile_resource(project: str) -> str:
-        return json.dumps(call("GET", f"/v1/projects/{quote(project, safe='')}/profile")[0])
+        return json.dumps(read("GET", "/v1/projects/profile?" + _query(project=project)))
 
     @server.resource("engram://projects/{project}/observations/recent",
                      name="recent-observations", mime_type="application/json",
-                     description="The project's 20 most recent observations.")
+                     description="The project's 20 most recent observations, newest first.")
     def recent_resource(project: str) -> str:
-        # the newest session's timeline is the freshest view; search newest-first over all
-        sessions = call("GET", "/v1/sessions?" + _query(project=project, limit=5))[0]["items"]
-        recent: list[Any] = []
-        for session in sessions:
-            page = call("GET", f"/v1/sessions/{quote(session['id'], safe='')}/observations?"
-                        + _query(limit=20))[0]["items"]
-            recent.extend(page)
-        recent.sort(key=lambda o: o.get("createdAt") or "", reverse=True)
-        return json.dumps(recent[:20])
+        return json.dumps(read("GET", "/v1/observations?" + _query(project=project,
+                                                                   limit=20))["items"])
 
     @server.resource("engram://projects/{project}/memories/latest", name="latest-memories",
                      mime_type="application/json",
                      description="The project's 20 newest saved memories.")
     def memories_resource(project: str) -> str:
-        return json.dumps(call("GET", "/v1/memories?" + _query(project=project, limit=20))[0]
+        return json.dumps(read("GET", "/v1/memories?" + _query(project=project, limit=20))
                           ["items"])
 
     @server.prompt(name="recall_context",
                    description="Start a task with what Engram remembers about it.")
     def recall_context(task: str, project: str | None = None) -> str:
-        answer = call("POST", "/v1/context", {"project": project_of(project), "query": task,
-                                              "budgetTokens": 2000})[0]
+        answer = call("POST", "/v1/context", {"project": project_of(project, prompt_error),
+                                              "query": task, "budgetTokens": 2000},
+                      error=prompt_error)[0]
         return (f"Before working on this task, read what earlier sessions left:\n\n"
                 f"{answer.get('context') or '(nothing recorded yet)'}\n\nThe task: {task}")
 
     @server.prompt(name="session_handoff",
                    description="Write a handoff note for the next session and save it.")
     def session_handoff(project: str | None = None) -> str:
-        name = project_of(project)
-        answer = call("POST", "/v1/context", {"project": name, "budgetTokens": 1500})[0]
+        name = project_of(project, prompt_error)
+        answer = call("POST", "/v1/context", {"project": name, "budgetTokens": 1500},
+                      error=prompt_error)[0]
         return (f"This session is ending. Using what you did and what Engram already has "
                 f"(below), write a short handoff for the next session in project {name}: what "
                 "was done, what was decided and why, what is left, what to watch out for. Then "
@@ -464,6 +490,13 @@ def _search(call: Callable[..., tuple[Any, str]], query: str, project: str, limi
 
 def _query(**params: Any) -> str:
     return urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+
+
+def _unreachable_text(exc: Unreachable) -> str:
+    if exc.delivered:
+        return (f"the gateway did not answer in time ({exc}); the request may have been carried "
+                "out: check before repeating it (e.g. recall what you saved)")
+    return f"Engram is not reachable: {exc}. Start it with `engram serve`."
 
 
 def _error_text(status: int, answer: Any) -> str:

@@ -14,7 +14,12 @@ if TYPE_CHECKING:
 
 
 class GatewayUnreachable(Exception):
-    pass
+    """No answer. ``refused``: the connection was refused or never made (nothing was sent);
+    otherwise (a timeout, a reset) the request may have been carried out."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class GatewayError(Exception):
@@ -70,7 +75,12 @@ class Client:
             except ValueError:
                 return exc.code, {"error": {"message": payload.decode("utf-8", "replace")}}
         except (urllib.error.URLError, OSError) as exc:
-            raise GatewayUnreachable(f"{self.base_url}: {getattr(exc, 'reason', exc)}") from None
+            reason = getattr(exc, "reason", exc)
+            # URLError wraps what happened before a response: refused, no route, a name that
+            # does not resolve. A timeout or reset while waiting may follow a delivered request.
+            never_sent = isinstance(exc, urllib.error.URLError) and not isinstance(
+                reason, (TimeoutError, ConnectionResetError))
+            raise GatewayUnreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         status, payload = self.request(method, path, body)

@@ -89,16 +89,32 @@ def timeline(store_: Store, session_id: str, limit: int, cursor: str | None = No
     return [to_dict(r) for r in rows], next_cursor
 
 
+def recent(store_: Store, scope: Scope, limit: int, cursor: str | None = None,
+           ) -> tuple[list[dict[str, Any]], str | None]:
+    """The scope's observations, newest first, keyset-paginated."""
+    with store_.read() as conn:
+        rows, next_cursor = keyset_page(conn, scoped(select(observations), scope),
+                                        (observations.c.created_at, observations.c.id),
+                                        limit, cursor, descending=True)
+    return [to_dict(r) for r in rows], next_cursor
+
+
 def file_history(store_: Store, scope: Scope, path: str, limit: int, cursor: str | None = None,
                  ) -> tuple[list[dict[str, Any]], str | None]:
     """Observations that read or changed a file, newest first. ``path`` matches a stored path
     equal to it or ending in ``/<path>`` (``acme/client.py`` finds ``/home/dev/acme/client.py``)."""
     stored = json.dumps(path, ensure_ascii=False)[1:-1]  # as it sits in the JSON array text
-    escaped = stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    exact, suffix = f'%"{escaped}"%', f'%/{escaped}"%'
     columns = (observations.c.files_read, observations.c.files_modified)
-    stmt = scoped(select(observations), scope).where(or_(*(
-        column.like(pattern, escape="\\") for column in columns for pattern in (exact, suffix))))
+    if store_.engine.dialect.name == "sqlite":
+        # SQLite's LIKE ignores ASCII case (File.py is not file.py); GLOB does not
+        glob = "".join(f"[{c}]" if c in "*?[" else c for c in stored)
+        patterns = (f'*"{glob}"*', f'*/{glob}"*')
+        matches = [column.op("GLOB")(p) for column in columns for p in patterns]
+    else:
+        like = stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        patterns = (f'%"{like}"%', f'%/{like}"%')
+        matches = [column.like(p, escape="\\") for column in columns for p in patterns]
+    stmt = scoped(select(observations), scope).where(or_(*matches))
     with store_.read() as conn:
         rows, next_cursor = keyset_page(conn, stmt, (observations.c.created_at, observations.c.id),
                                         limit, cursor, descending=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from sqlalchemy import text
@@ -614,6 +615,26 @@ def test_file_history_and_project_profile(api: Api, project: str) -> None:
         "items"] == []
     assert api.get(f"/v1/files/history?project={project}&path=")[0] == 422
     assert api.get("/v1/files/history?path=app/login.py")[0] == 422  # no scope: fails closed
-    status, prof = api.get(f"/v1/projects/{project}/profile")
+    # case matters (SQLite's LIKE would ignore it): App/Login.py is another file
+    assert api.get(f"/v1/files/history?project={project}&path=App/Login.py")[1]["items"] == []
+    status, prof = api.get(f"/v1/projects/profile?project={project}")
     assert status == 200 and prof["observations"] == 3 and prof["sessions"] == 1
     assert "/home/dev/src/shop/app/login.py" in prof["topFiles"]
+    newest = api.get(f"/v1/observations?project={project}&limit=2")[1]
+    assert [o["toolName"] for o in newest["items"]] == ["Read", "Edit"] and newest["nextCursor"]
+    rest = api.get(f"/v1/observations?project={project}&cursor={newest['nextCursor']}")[1]
+    assert [o["toolName"] for o in rest["items"]] == ["Edit"]
+
+
+def test_file_history_matches_odd_characters_literally(api: Api, project: str) -> None:
+    paths = ["/r/100%_done.py", "/r/a_b.py", "/r/it's [x] *.py", "/r/q\\\"uote.py", "/r/é.py"]
+    for n, path in enumerate(paths):
+        api.post("/v1/observe", observe_body(project, f"odd-{project}", n, toolName="Read",
+                                             hookType="PostToolUse", toolInput={"file_path": path}))
+    wait_for(lambda: len(api.get(f"/v1/observations?project={project}")[1]["items"]) == 5)
+    for path in paths:
+        found = api.get(f"/v1/files/history?project={project}&path={quote(path)}")[1]["items"]
+        assert len(found) == 1, path
+    for wildcard in ("%", "_", "*", "?", "[x]", "a%b.py", "a?b.py"):
+        assert api.get(f"/v1/files/history?project={project}&path={quote(wildcard)}")[1][
+            "items"] == [], wildcard

@@ -59,7 +59,12 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
             "toolOutput": {"stdout": "MemoryError in export() at read_all"}}
     status, accepted = cluster.request("POST", "/v1/observe", body)
     assert status == 201
-    wait_for(lambda: cluster.request("GET", "/v1/sessions/mcp-s1/observations")[1].get("items"))
+    status, read = cluster.request("POST", "/v1/observe", {
+        **body, "eventId": "mcp-e2", "toolName": "Read", "toolOutput": "def export(): ...",
+        "toolInput": {"file_path": "/home/dev/shop/app/export.py"}})
+    assert status == 201
+    wait_for(lambda: len(cluster.request("GET", "/v1/sessions/mcp-s1/observations")[1]
+                         .get("items", [])) == 2)
 
     async def scenario() -> None:
         async with session(cluster.env) as client:
@@ -92,24 +97,30 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
             assert "engram://projects/{project}/memories/latest" in templates
             latest = await client.read_resource("engram://projects/shop/memories/latest")
             assert "fetchmany" in latest.contents[0].text
-            recent = await client.read_resource("engram://projects/shop/observations/recent")
-            assert accepted["observationId"] in recent.contents[0].text
             prompts = {p.name for p in (await client.list_prompts()).prompts}
             assert prompts == {"recall_context", "session_handoff"}
             prompt = await client.get_prompt("recall_context", {"task": "fix the export",
                                                                 "project": "shop"})
             assert "fetchmany" in prompt.messages[0].content.text
+            recent = json.loads((await client.read_resource(
+                "engram://projects/shop/observations/recent")).contents[0].text)
+            assert [o["id"] for o in recent] == [read["observationId"],
+                                                 accepted["observationId"]]  # newest first
 
         async with session(cluster.env, "--tools", "all") as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert set(CORE) < set(names) and len(names) == 18
-            history = await call(client, "file_history", path="tests/test_export.py",
-                                 project="shop")
-            assert history["items"] == []  # a command mentions it; no tool read or changed it
+            history = await call(client, "file_history", path="app/export.py", project="shop")
+            assert [o["id"] for o in history["items"]] == [read["observationId"]]
+            assert (await call(client, "file_history", path="tests/test_export.py",
+                               project="shop"))["items"] == []  # only named in a command
+            profile = await call(client, "project_profile", project="shop")
+            assert profile["profile"]["observations"] == 2
             sessions = await call(client, "list_sessions", project="shop")
             assert [s["id"] for s in sessions["items"]] == ["mcp-s1"]
             timeline = await call(client, "session_timeline", session_id="mcp-s1")
-            assert [o["id"] for o in timeline["items"]] == [accepted["observationId"]]
+            assert [o["id"] for o in timeline["items"]] == [accepted["observationId"],
+                                                            read["observationId"]]
             memory = (await call(client, "list_memories", project="shop"))["items"][0]
             updated = await call(client, "update_memory", memory_id=memory["id"],
                                  content="The nightly export OOMs: use a server-side cursor")
@@ -120,13 +131,14 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
             audit = await call(client, "audit_log")
             assert "memory.forget" in [e["action"] for e in audit["items"]]
             exported = await call(client, "export")
-            assert exported["counts"]["observations"] == 1
+            assert exported["counts"]["observations"] == 2
 
     anyio.run(scenario)
 
 
 def test_with_the_gateway_stopped_save_and_recall_work_locally(cluster: Cluster) -> None:
     env = {**cluster.env, "ENGRAM_URL": f"http://127.0.0.1:{cluster.port}"}
+    cluster.serve().stop()  # the store exists; its gateway is down
 
     async def offline() -> str:
         async with session(env) as client:
@@ -150,6 +162,22 @@ def test_with_the_gateway_stopped_save_and_recall_work_locally(cluster: Cluster)
             assert found["mode"] == "gateway" and found["hits"][0]["id"] == memory_id
 
     anyio.run(online)
+
+
+def test_a_remote_gateway_that_does_not_answer_is_an_error_not_a_local_store(
+        cluster: Cluster) -> None:
+    """A local store is another store than a team's gateway: what an agent saved there would
+    never reach the team. Nor is a store created that nothing would read."""
+    env = {**cluster.env, "ENGRAM_URL": "http://engram-gateway.invalid:8737",
+           "ENGRAM_SECRET": "team-secret"}
+
+    async def scenario() -> None:
+        async with session(env) as client:
+            text = await error_of(client, "save_memory", content="x", project="shop")
+            assert "not reachable" in text
+
+    anyio.run(scenario)
+    assert not (cluster.tmp / "data" / "engram.db").exists()
 
 
 def test_the_project_defaults_to_the_repository_the_server_runs_in(cluster: Cluster) -> None:

@@ -1,4 +1,5 @@
-"""Per-project reads: GET /v1/projects/<project>/profile and GET /v1/files/history."""
+"""Per-project reads: GET /v1/projects/profile, GET /v1/observations (newest first) and
+GET /v1/files/history."""
 
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ bp = Blueprint("projects", __name__)
 MAX_PATH_CHARS = 4096
 
 
-@bp.get("/v1/projects/<project>/profile")
-def profile(project: str) -> Any:
+@bp.get("/v1/projects/profile")
+def profile() -> Any:
     """What a project is about: sessions and observations recorded, top files, commands and
-    concepts (the profile the context block starts with)."""
-    scope = scope_from(project, request.args.get("agentId"))
+    concepts (the profile the context block starts with). The project is a query parameter, as
+    everywhere: project names may hold a slash (``org/repo``)."""
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
     return jsonify(context.profile(store(), scope))
+
+
+@bp.get("/v1/observations")
+def recent() -> Any:
+    """The scope's observations, newest first."""
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
+    items, cursor = observations.recent(store(), scope, limit_arg(), request.args.get("cursor"))
+    return jsonify(page(items, cursor))
 
 
 @bp.get("/v1/files/history")
