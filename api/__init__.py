@@ -9,7 +9,17 @@ from typing import Any
 from flask import Flask, Response, request
 
 from api import auth, errors, mcp_http
-from api.routes import admin, capture, graph, health, memories, projects, recall, sessions
+from api.routes import (
+    admin,
+    capture,
+    graph,
+    health,
+    memories,
+    projects,
+    recall,
+    sessions,
+    sync,
+)
 from engram import __version__
 from engram.settings import Settings
 from engram.store import Store
@@ -53,7 +63,7 @@ def create_app(
     errors.register(app)
     auth.install(app, secret, settings.allowed_origins)
     for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
-                      graph.bp, projects.bp):
+                      graph.bp, projects.bp, sync.bp):
         app.register_blueprint(blueprint)
     mcp_http.install(app, mcp_http.gateway_server(app, secret))  # MCP at /mcp, same auth
     if derived_changed is not None:

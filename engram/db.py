@@ -153,6 +153,13 @@ def _graph_tables(conn: Connection) -> None:
     enqueue_all(conn, "graph")
 
 
+def _import_ledger(conn: Connection) -> None:
+    """Memory-file sync: the import ledger, and a JSON provenance column on memories."""
+    if "meta" not in {c["name"] for c in inspect(conn).get_columns("memories")}:
+        conn.execute(text("ALTER TABLE memories ADD COLUMN meta TEXT"))
+    schema.import_ledger.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -162,6 +169,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (4, "FTS5 scope column", _fts_scope_column),
     (5, "derived index queue and document bodies", _derive_queue),
     (6, "knowledge graph tables", _graph_tables),
+    (7, "memory-file sync ledger and memory provenance", _import_ledger),
 )
 
 

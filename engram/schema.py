@@ -80,6 +80,9 @@ memories = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("forgotten_at", Float),
+    # JSON: provenance of a memory imported from a file ({source, path, anchor, sourceKey,
+    # contentHash, links}) or, for a sync-conflict copy, {conflict: {memoryId, sourceKey, ...}}
+    Column("meta", Text),
     Index("ix_memories_project_updated", "project", "updated_at"),
 )
 
@@ -91,6 +94,23 @@ memory_versions = Table(
     Column("content", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("superseded_at", Float),
+)
+
+# Memory-file sync (engram.memsync): which memory each imported file fact became, at which
+# content and memory version. Keys are namespaced per watched root, `<tool>@<12-hex root
+# fingerprint>:<relpath>[#anchor]`; the row without an anchor is the file itself. Rows keyed
+# `conflict:<memory id>` point at the live sync-conflict copy of a contested memory.
+import_ledger = Table(
+    "import_ledger",
+    metadata,
+    Column("user_name", String(ID), primary_key=True),
+    Column("source_key", String(1000), primary_key=True),
+    Column("memory_id", String(64)),  # None for the file row
+    Column("content_hash", String(64), nullable=False),  # of the fact (or file) as imported
+    Column("memory_version", Integer),  # the memory's version this import wrote or confirmed
+    Column("path", Text),
+    Column("imported_at", Float, nullable=False),
+    Index("ix_import_ledger_memory", "memory_id"),
 )
 
 # The capture inbox is the delivery guarantee: an accepted event lives here until a worker has

@@ -638,3 +638,17 @@ def test_file_history_matches_odd_characters_literally(api: Api, project: str) -
     for wildcard in ("%", "_", "*", "?", "[x]", "a%b.py", "a?b.py"):
         assert api.get(f"/v1/files/history?project={project}&path={quote(wildcard)}")[1][
             "items"] == [], wildcard
+
+
+def test_sync_files_endpoint(api: Api, project: str) -> None:
+    body = {"user": "alice", "project": project, "tool": "codex", "root": "a1b2c3d4e5f6",
+            "relpath": "AGENTS.md", "path": "/src/AGENTS.md", "contentHash": "1" * 64,
+            "facts": [{"anchor": "build", "content": "Run make check", "hash": "x"}]}
+    status, out = api.post("/v1/sync/files", body)
+    assert status == 200 and out["outcome"] == "imported" and out["created"] == 1
+    status, found = api.post("/v1/search", {"query": "make check", "project": project,
+                                            "mode": "keyword"})
+    assert found["items"][0]["id"] == out["memories"]["build"]
+    assert api.post("/v1/sync/files", body)[1]["outcome"] == "unchanged"
+    status, error = api.post("/v1/sync/files", {**body, "tool": "vim", "facts": "x"})
+    assert status == 422 and set(error["error"]["details"]["fields"]) == {"tool", "facts"}

@@ -1,0 +1,378 @@
+"""Memory-file sync: one agent memory file (CLAUDE.md, AGENTS.md, ...) into memories, idempotently
+and without ever overwriting an edit made in Engram.
+
+The watcher (``watcher/``) finds and parses the files; this module gets one file's facts and
+decides, in one transaction, what each becomes. The import ledger remembers, per (user, source
+key), which memory a fact became, at which content hash and memory version:
+
+- a file whose hash the ledger holds writes nothing (``unchanged``);
+- a fact whose hash is unchanged writes nothing; a changed one becomes a new memory version; a
+  new one a new memory (a fact only moved to another anchor keeps its memory); a fact gone from
+  the file is forgotten (audited);
+- **never clobber**: a memory edited in Engram after the import the ledger recorded (its version
+  is past the ledger's) is contested, and the whole source is skipped (``skipped-conflict``)
+  unless ``force``. When the file genuinely diverged (its fact differs from both the last import
+  and the memory's current content), the file's version is kept as a separate memory in the
+  ``sync-conflict`` scope, linked by ``meta.conflict``; one live copy per contested memory,
+  refreshed in place by later file edits, removed once the source is imported or reconciled;
+- **reconcile**: with ``force``, a contested memory whose content equals the file's fact again
+  (the file was updated to the Engram edit, or the copy pasted into the memory) is not written:
+  the ledger is refreshed and it counts as ``reconciled``. A contested memory that still
+  differs is overwritten (that is what ``force`` is for).
+
+Keys are ``<tool>@<12-hex root fingerprint>:<relpath>[#anchor]``. A row under the older bare key
+``<tool>:<relpath>[#anchor]`` is renamed in place on its file's first re-import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import Any
+
+from sqlalchemy import Connection, delete, select, update
+
+from engram import memories
+from engram.errors import FieldErrors
+from engram.keyword import KeywordIndex
+from engram.memories import NewMemory
+from engram.privacy import scrub_text
+from engram.schema import import_ledger
+from engram.schema import memories as memories_table
+from engram.store import Store, loads, now
+
+CONFLICT_SCOPE = "sync-conflict"
+"""Memory scope of the file's version of a contested memory."""
+TOOLS = ("claude-code", "codex", "gemini", "cursor", "copilot")
+MAX_FACTS = 2000
+_HEX = re.compile(r"[0-9a-f]{12}")
+_HASH = re.compile(r"[0-9a-f]{64}")
+_ANCHOR = re.compile(r"[^\s#]{1,300}")
+
+
+class InvalidSync(FieldErrors):
+    what = "invalid sync request"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    anchor: str
+    content: str
+    hash: str
+    links: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSync:
+    user: str
+    project: str
+    scope: str
+    tool: str
+    root: str
+    relpath: str
+    path: str
+    content_hash: str
+    facts: tuple[Fact, ...]
+    force: bool = False
+
+    @property
+    def source_key(self) -> str:
+        return f"{self.tool}@{self.root}:{self.relpath}"
+
+    @property
+    def legacy_key(self) -> str:
+        return f"{self.tool}:{self.relpath}"
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def validate(body: Any) -> FileSync:
+    """A ``POST /v1/sync/files`` body, or InvalidSync with the field errors."""
+    if not isinstance(body, dict):
+        raise InvalidSync({"body": "must be a JSON object"})
+    errors: dict[str, str] = {}
+
+    def text(key: str, limit: int, default: str | None = None) -> str:
+        value = body.get(key, default)
+        if not isinstance(value, str) or not value.strip() or len(value) > limit:
+            errors[key] = f"required, a non-empty string of at most {limit} characters"
+            return ""
+        return value.strip()
+
+    user, project = text("user", 200), text("project", 200)
+    scope, tool = text("scope", 64, "project"), text("tool", 32)
+    root, relpath, path = text("root", 12), text("relpath", 1000), text("path", 4096)
+    file_hash = text("contentHash", 64)
+    if tool and tool not in TOOLS:
+        errors["tool"] = f"one of {', '.join(TOOLS)}"
+    if root and not _HEX.fullmatch(root):
+        errors["root"] = "the root's 12-hex fingerprint"
+    if file_hash and not _HASH.fullmatch(file_hash):
+        errors["contentHash"] = "a sha256 hex digest"
+    if relpath and (relpath.startswith("/") or ".." in relpath.split("/") or "#" in relpath):
+        errors["relpath"] = "a path relative to the watched root, without '..' or '#'"
+    if scope == CONFLICT_SCOPE:
+        errors["scope"] = f"{CONFLICT_SCOPE!r} is reserved for conflict copies"
+    force = body.get("force", False)
+    if not isinstance(force, bool):
+        errors["force"] = "true or false"
+    facts = _facts(body.get("facts"), errors)
+    if errors:
+        raise InvalidSync(errors)
+    return FileSync(user, project, scope, tool, root, relpath, path, file_hash, facts,
+                    bool(force))
+
+
+def _facts(raw: Any, errors: dict[str, str]) -> tuple[Fact, ...]:
+    if not isinstance(raw, list) or len(raw) > MAX_FACTS:
+        errors["facts"] = f"a list of at most {MAX_FACTS} facts"
+        return ()
+    facts: dict[str, Fact] = {}
+    for n, item in enumerate(raw):
+        where = f"facts[{n}]"
+        if not isinstance(item, dict):
+            errors[where] = "an object {anchor, content, hash, links?}"
+            continue
+        anchor, content = item.get("anchor"), item.get("content")
+        links = item.get("links", [])
+        if not isinstance(anchor, str) or not _ANCHOR.fullmatch(anchor):
+            errors[f"{where}.anchor"] = "1-300 characters without spaces or '#'"
+        elif anchor in facts:
+            errors[f"{where}.anchor"] = f"duplicate anchor {anchor!r}"
+        if not isinstance(content, str) or not content.strip() \
+                or len(content) > memories.MAX_CONTENT_CHARS:
+            errors[f"{where}.content"] = \
+                f"a non-empty string of at most {memories.MAX_CONTENT_CHARS} characters"
+        if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
+            errors[f"{where}.links"] = "a list of anchors"
+        if not any(k.startswith(where) for k in errors):
+            clean = scrub_text(str(content).strip())
+            # the hash is the server's own, of what is stored: a client cannot make two
+            # different contents look alike
+            facts[str(anchor)] = Fact(str(anchor), clean, content_hash(clean),
+                                      tuple(str(x) for x in links))
+    return tuple(facts.values())
+
+
+@dataclasses.dataclass
+class Outcome:
+    source_key: str
+    outcome: str = "imported"
+    created: int = 0
+    updated: int = 0
+    removed: int = 0
+    reconciled: int = 0
+    conflicts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    memories: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sourceKey": self.source_key, "outcome": self.outcome, "created": self.created,
+                "updated": self.updated, "removed": self.removed,
+                "reconciled": self.reconciled, "conflicts": self.conflicts,
+                "memories": self.memories}
+
+
+def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
+    """Apply one file's facts (see the module docstring); one transaction."""
+    actor = f"sync:{req.user}"
+    with store.write() as conn:
+        _rename_legacy(conn, req)
+        rows = _ledger_rows(conn, req)
+        file_row = rows.pop(req.source_key, None)
+        out = Outcome(req.source_key)
+        if file_row is not None and file_row.content_hash == req.content_hash and not req.force:
+            out.outcome = "unchanged"
+            out.memories = {_anchor(k): r.memory_id for k, r in rows.items()}
+            return out
+        current = _memories(conn, [r.memory_id for r in rows.values()])
+        by_anchor = {f.anchor: f for f in req.facts}
+        contested = {key: row for key, row in rows.items()
+                     if row.memory_id in current
+                     and current[row.memory_id].version > (row.memory_version or 0)}
+        if contested and not req.force:
+            _keep_conflict_copies(conn, keyword, req, contested, current, by_anchor, out, actor)
+            out.outcome = "skipped-conflict"
+            out.memories = {_anchor(k): r.memory_id for k, r in rows.items()}
+            return out
+        _import(conn, keyword, req, rows, current, contested, by_anchor, out, actor)
+        _clear_conflict_copies(conn, keyword, req, [r.memory_id for r in rows.values()], actor)
+        _put(conn, req, req.source_key, None, req.content_hash, None)
+        if not (out.created or out.updated or out.removed):
+            out.outcome = "reconciled" if out.reconciled else "unchanged"
+        return out
+
+
+def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[str, Any],
+            current: dict[str, Any], contested: dict[str, Any], by_anchor: dict[str, Fact],
+            out: Outcome, actor: str) -> None:
+    prefix = req.source_key + "#"
+    gone = {key: row for key, row in rows.items() if _anchor(key) not in by_anchor}
+    moved = {row.content_hash: key for key, row in gone.items()}
+    for fact in req.facts:
+        key = prefix + fact.anchor
+        row = rows.get(key)
+        if row is None and fact.hash in moved:  # the same fact under a new anchor
+            old_key = moved.pop(fact.hash)
+            row = gone.pop(old_key)
+            conn.execute(update(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == old_key)
+                .values(source_key=key))
+        memory = current.get(row.memory_id) if row is not None else None
+        if row is not None and memory is None and row.content_hash == fact.hash:
+            # forgotten in Engram: that was a decision about this fact; keep to it while the
+            # fact is unchanged, import it afresh when the file changes it
+            continue
+        if memory is not None and key in contested and memory.content == fact.content:
+            out.reconciled += 1  # converged: refresh the ledger, write nothing
+            _put(conn, req, key, memory.id, fact.hash, memory.version)
+        elif memory is not None and row is not None and row.content_hash == fact.hash \
+                and key not in contested:
+            pass  # unchanged
+        elif memory is not None:
+            written = memories.new_version(conn, keyword, memory.id, fact.content, actor=actor,
+                                           meta=_provenance(req, fact))
+            assert written is not None  # current holds only memories that are not forgotten
+            out.updated += 1
+            _put(conn, req, key, memory.id, fact.hash, written["version"])
+        else:
+            created = memories.insert_memory(conn, keyword, NewMemory(
+                content=fact.content, project=req.project, scope=req.scope,
+                source=f"file:{req.tool}"), actor=actor, meta=_provenance(req, fact))
+            out.created += 1
+            _put(conn, req, key, created["id"], fact.hash, 1)
+        out.memories[fact.anchor] = (memory.id if memory is not None
+                                     else _ledger_memory(conn, req, key))
+    for key, row in gone.items():
+        if memories.forget_in(conn, keyword, row.memory_id, actor=actor,
+                              reason=f"removed from {req.relpath}"):
+            out.removed += 1
+        conn.execute(delete(import_ledger).where(
+            import_ledger.c.user_name == req.user, import_ledger.c.source_key == key))
+    _resolve_links(conn, req, out)
+
+
+def _keep_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
+                          contested: dict[str, Any], current: dict[str, Any],
+                          by_anchor: dict[str, Fact], out: Outcome, actor: str) -> None:
+    """The skip: contested memories are never touched; where the file genuinely diverged, its
+    version is kept as one live conflict copy per contested memory."""
+    for key, row in contested.items():
+        memory = current[row.memory_id]
+        fact = by_anchor.get(_anchor(key))
+        entry: dict[str, Any] = {"memoryId": memory.id, "anchor": _anchor(key), "copyId": None}
+        diverged = (fact is not None and fact.hash != row.content_hash
+                    and fact.content != memory.content)
+        copy_key = f"conflict:{memory.id}"
+        copy_row = conn.execute(select(import_ledger).where(
+            import_ledger.c.user_name == req.user,
+            import_ledger.c.source_key == copy_key)).first()
+        copy = _memories(conn, [copy_row.memory_id]).get(copy_row.memory_id) \
+            if copy_row is not None else None
+        if diverged and fact is not None:
+            meta = {"conflict": {"memoryId": memory.id, "sourceKey": key,
+                                 "sourcePath": req.path, "contentHash": fact.hash}}
+            if copy is None:
+                made = memories.insert_memory(conn, keyword, NewMemory(
+                    content=fact.content, project=req.project, scope=CONFLICT_SCOPE,
+                    source=f"file:{req.tool}"), actor=actor, meta=meta)
+                _put(conn, req, copy_key, made["id"], fact.hash, 1, path=key)
+                entry["copyId"] = made["id"]
+            elif copy_row is not None and copy_row.content_hash != fact.hash:
+                # a further file edit: refresh the copy in place
+                written = memories.new_version(conn, keyword, copy.id, fact.content,
+                                               actor=actor, meta=meta)
+                assert written is not None
+                _put(conn, req, copy_key, copy.id, fact.hash, written["version"], path=key)
+                entry["copyId"] = copy.id
+            else:
+                entry["copyId"] = copy.id  # the same conflict again: nothing to do
+        elif copy is not None:
+            entry["copyId"] = copy.id  # a live copy stays until the source is reconciled
+        out.conflicts.append(entry)
+
+
+def _clear_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
+                           memory_ids: list[str], actor: str) -> None:
+    """The source was imported or reconciled: its conflicts are over, their copies go."""
+    for memory_id in memory_ids:
+        copy_key = f"conflict:{memory_id}"
+        row = conn.execute(select(import_ledger.c.memory_id).where(
+            import_ledger.c.user_name == req.user,
+            import_ledger.c.source_key == copy_key)).first()
+        if row is None:
+            continue
+        memories.forget_in(conn, keyword, row.memory_id, actor=actor,
+                           reason="sync conflict resolved")
+        conn.execute(delete(import_ledger).where(
+            import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key))
+
+
+def _resolve_links(conn: Connection, req: FileSync, out: Outcome) -> None:
+    """Links between facts, as memory ids, in each linking memory's provenance."""
+    for fact in req.facts:
+        targets = [out.memories[a] for a in fact.links if a in out.memories]
+        memory_id = out.memories.get(fact.anchor)
+        if not targets or memory_id is None:
+            continue
+        row = conn.execute(select(memories_table.c.meta).where(
+            memories_table.c.id == memory_id)).first()
+        meta = loads(row.meta, {}) if row is not None else {}
+        if meta.get("links") != targets:
+            from engram.store import dumps
+
+            conn.execute(update(memories_table).where(memories_table.c.id == memory_id)
+                         .values(meta=dumps({**meta, "links": targets})))
+
+
+def _rename_legacy(conn: Connection, req: FileSync) -> None:
+    """Rows under the older bare key ``<tool>:<relpath>`` become this root's, in place: the same
+    memories, no duplicates."""
+    legacy = conn.execute(select(import_ledger.c.source_key).where(
+        import_ledger.c.user_name == req.user,
+        (import_ledger.c.source_key == req.legacy_key)
+        | import_ledger.c.source_key.startswith(req.legacy_key + "#", autoescape=True))).all()
+    for (key,) in legacy:
+        conn.execute(update(import_ledger).where(
+            import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+            .values(source_key=req.source_key + key[len(req.legacy_key):]))
+
+
+def _ledger_rows(conn: Connection, req: FileSync) -> dict[str, Any]:
+    rows = conn.execute(select(import_ledger).where(
+        import_ledger.c.user_name == req.user,
+        (import_ledger.c.source_key == req.source_key)
+        | import_ledger.c.source_key.startswith(req.source_key + "#", autoescape=True))).all()
+    return {r.source_key: r for r in rows}
+
+
+def _ledger_memory(conn: Connection, req: FileSync, key: str) -> str:
+    return str(conn.execute(select(import_ledger.c.memory_id).where(
+        import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)).scalar())
+
+
+def _memories(conn: Connection, ids: list[str]) -> dict[str, Any]:
+    return memories.get_many(conn, [i for i in ids if i])
+
+
+def _put(conn: Connection, req: FileSync, key: str, memory_id: str | None, hash_: str,
+         version: int | None, *, path: str | None = None) -> None:
+    values = {"memory_id": memory_id, "content_hash": hash_, "memory_version": version,
+              "path": path or req.path, "imported_at": now()}
+    changed = conn.execute(update(import_ledger).where(
+        import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+        .values(**values)).rowcount
+    if not changed:
+        conn.execute(import_ledger.insert().values(user_name=req.user, source_key=key,
+                                                   **values))
+
+
+def _provenance(req: FileSync, fact: Fact) -> dict[str, Any]:
+    return {"source": req.tool, "path": req.path, "anchor": fact.anchor,
+            "sourceKey": f"{req.source_key}#{fact.anchor}", "contentHash": fact.hash}
+
+
+def _anchor(key: str) -> str:
+    return key.split("#", 1)[1] if "#" in key else ""
