@@ -225,3 +225,27 @@ def test_bad_requests_name_their_fields() -> None:
     fields = caught.value.fields
     assert {"user", "tool", "root", "relpath", "scope", "facts[0].anchor",
             "facts[0].content", "facts[1]"} <= set(fields)
+
+
+def test_migration_adds_the_ledger_to_an_existing_store(tmp_path: Any) -> None:
+    """A store from before memory-file sync keeps its memories and gains the ledger."""
+    from engram.db import create_store_engine, migrate
+
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    assert 7 in migrate(engine)
+    with engine.begin() as conn:  # back to the version-6 shape, with one memory
+        conn.exec_driver_sql("DROP TABLE import_ledger")
+        conn.exec_driver_sql("ALTER TABLE memories DROP COLUMN meta")
+        conn.exec_driver_sql("DELETE FROM schema_migrations WHERE version = 7")
+        conn.exec_driver_sql(
+            "INSERT INTO memories (id, project, scope, concepts, content, version, source,"
+            " created_at, updated_at) VALUES ('mem_1', 'acme', 'project', '[]', 'kept', 1,"
+            " 'api', 0, 0)")
+    assert migrate(engine) == [7]
+    engine.dispose()
+    store = Store.open(f"sqlite:///{tmp_path / 'old.db'}")
+    try:
+        assert current(store, "mem_1")["content"] == "kept"
+        assert sync(store, request(FACTS))["created"] == 3
+    finally:
+        store.close()
