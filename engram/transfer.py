@@ -23,7 +23,7 @@ from engram.store import Store, dumps, insert_ignore, iso, loads, now
 FORMAT_VERSION = 1
 STRATEGIES = ("merge", "replace", "skip")
 _JSON_COLUMNS = ("files_read", "files_modified", "commands", "errors", "concepts")
-_NULLABLE_JSON_COLUMNS = ("summary_json", "tool_input", "tool_output")
+_NULLABLE_JSON_COLUMNS = ("summary_json", "tool_input", "tool_output", "meta")
 
 
 class InvalidImport(FieldErrors):
