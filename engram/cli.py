@@ -371,7 +371,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-COMMAND_MODULES = ("agents.capture", "agents.connect", "agents.mcp_cli", "watcher.commands")
+COMMAND_MODULES = ("agents.capture", "agents.connect", "agents.mcp_cli", "watcher.commands",
+                   "watcher.memsync_cli")
 """Modules adding commands of their own: each has ``add_commands(sub, common, client_args)``
 (``common`` and ``client_args`` add the shared --data-dir/--config-dir and --url options) returning
 {command name: handler(args) -> exit code}. Heavy imports stay inside the handlers."""
