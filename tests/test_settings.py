@@ -105,3 +105,11 @@ def test_settings_are_read_only(settings: Settings) -> None:
     with pytest.raises(AttributeError):
         settings.port = 1  # type: ignore[misc]
     assert "secret=" not in repr(settings)
+
+
+def test_the_env_file_example_lists_every_setting() -> None:
+    """infra/engram.env.example promises every ENGRAM_* setting with its default."""
+    example = (Path(__file__).resolve().parents[1] / "infra" / "engram.env.example").read_text()
+    listed = set(re.findall(r"^# (ENGRAM_[A-Z0-9_]+)=", example, flags=re.M))
+    assert {spec.env for spec in SETTINGS} <= listed, \
+        f"missing from infra/engram.env.example: {sorted({s.env for s in SETTINGS} - listed)}"
