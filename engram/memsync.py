@@ -35,6 +35,7 @@ from sqlalchemy import Connection, delete, select, update
 
 from engram import memories
 from engram.errors import FieldErrors
+from engram.events import bound_text
 from engram.keyword import KeywordIndex
 from engram.memories import NewMemory
 from engram.privacy import scrub_text
@@ -142,14 +143,14 @@ def _facts(raw: Any, errors: dict[str, str]) -> tuple[Fact, ...]:
             errors[f"{where}.anchor"] = "1-300 characters without spaces or '#'"
         elif anchor in facts:
             errors[f"{where}.anchor"] = f"duplicate anchor {anchor!r}"
-        if not isinstance(content, str) or not content.strip() \
-                or len(content) > memories.MAX_CONTENT_CHARS:
-            errors[f"{where}.content"] = \
-                f"a non-empty string of at most {memories.MAX_CONTENT_CHARS} characters"
+        if not isinstance(content, str) or not content.strip():
+            errors[f"{where}.content"] = "a non-empty string"
         if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
             errors[f"{where}.links"] = "a list of anchors"
         if not any(k.startswith(where) for k in errors):
-            clean = scrub_text(str(content).strip())
+            # an oversized fact (a section holding a long code block) keeps head and tail
+            # rather than failing the whole file
+            clean = bound_text(scrub_text(str(content).strip()), memories.MAX_CONTENT_CHARS)
             # the hash is the server's own, of what is stored: a client cannot make two
             # different contents look alike
             facts[str(anchor)] = Fact(str(anchor), clean, content_hash(clean),

@@ -249,3 +249,11 @@ def test_migration_adds_the_ledger_to_an_existing_store(tmp_path: Any) -> None:
         assert sync(store, request(FACTS))["created"] == 3
     finally:
         store.close()
+
+
+def test_an_oversized_fact_is_kept_bounded_not_refused(store: Store) -> None:
+    big = "## Generated schema\n" + "x" * 50_000 + "\nEND-OF-SECTION"
+    out = sync(store, request({"schema": big, **FACTS}))
+    kept = current(store, out["memories"]["schema"])["content"]
+    assert len(kept) <= memories.MAX_CONTENT_CHARS and kept.endswith("END-OF-SECTION")
+    assert "chars omitted" in kept and out["created"] == 4
