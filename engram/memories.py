@@ -119,8 +119,10 @@ def new_version(conn: Connection, keyword: KeywordIndex, memory_id: str, content
     """``update_content`` in the caller's transaction; ``meta`` replaces the provenance."""
     content = scrub_text(content.strip())
     at = now()
+    # FOR UPDATE (PostgreSQL): two writers of one memory take turns, each on the version the
+    # other left, instead of both writing version n+1
     row = conn.execute(select(memories).where(
-        memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+        memories.c.id == memory_id, memories.c.forgotten_at.is_(None)).with_for_update()).first()
     if row is None:
         return None
     version = row.version + 1

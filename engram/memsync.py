@@ -31,9 +31,10 @@ import hashlib
 import re
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, select, text, update
 
 from engram import memories
+from engram.db import is_sqlite
 from engram.errors import FieldErrors
 from engram.events import bound_text
 from engram.keyword import KeywordIndex
@@ -115,6 +116,9 @@ def validate(body: Any) -> FileSync:
         errors["contentHash"] = "a sha256 hex digest"
     if relpath and (relpath.startswith("/") or ".." in relpath.split("/") or "#" in relpath):
         errors["relpath"] = "a path relative to the watched root, without '..' or '#'"
+    for key, value in (("relpath", relpath), ("path", path)):
+        if value and scrub_text(value) != value:
+            errors[key] = "must not hold a secret (it is stored as provenance)"
     if scope == CONFLICT_SCOPE:
         errors["scope"] = f"{CONFLICT_SCOPE!r} is reserved for conflict copies"
     force = body.get("force", False)
@@ -148,13 +152,17 @@ def _facts(raw: Any, errors: dict[str, str]) -> tuple[Fact, ...]:
         if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
             errors[f"{where}.links"] = "a list of anchors"
         if not any(k.startswith(where) for k in errors):
-            # an oversized fact (a section holding a long code block) keeps head and tail
-            # rather than failing the whole file
-            clean = bound_text(scrub_text(str(content).strip()), memories.MAX_CONTENT_CHARS)
-            # the hash is the server's own, of what is stored: a client cannot make two
-            # different contents look alike
-            facts[str(anchor)] = Fact(str(anchor), clean, content_hash(clean),
-                                      tuple(str(x) for x in links))
+            if scrub_text(str(anchor)) != anchor:
+                errors[f"{where}.anchor"] = "must not hold a secret (it becomes a ledger key)"
+                continue
+            clean = scrub_text(str(content).strip())
+            # The hash is the server's own, of the whole text: a client cannot make two contents
+            # look alike, and an edit in the middle of an oversized fact is still an edit. The
+            # stored text of an oversized fact (a long code block) keeps head and tail rather
+            # than failing the whole file.
+            facts[str(anchor)] = Fact(str(anchor),
+                                      bound_text(clean, memories.MAX_CONTENT_CHARS),
+                                      content_hash(clean), tuple(str(x) for x in links))
     return tuple(facts.values())
 
 
@@ -180,15 +188,20 @@ def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
     """Apply one file's facts (see the module docstring); one transaction."""
     actor = f"sync:{req.user}"
     with store.write() as conn:
+        _serialise(conn, req)
         _rename_legacy(conn, req)
         rows = _ledger_rows(conn, req)
         file_row = rows.pop(req.source_key, None)
         out = Outcome(req.source_key)
         if file_row is not None and file_row.content_hash == req.content_hash and not req.force:
+            # the file is what was last imported: nothing to write, and no copy of a diverged
+            # version of it can still be current
+            _clear_conflict_copies(conn, keyword, req, [r.memory_id for r in rows.values()],
+                                   actor, reason="the file is back to its last import")
             out.outcome = "unchanged"
             out.memories = {_anchor(k): r.memory_id for k, r in rows.items()}
             return out
-        current = _memories(conn, [r.memory_id for r in rows.values()])
+        current = _memories(conn, [r.memory_id for r in rows.values()], lock=True)
         by_anchor = {f.anchor: f for f in req.facts}
         contested = {key: row for key, row in rows.items()
                      if row.memory_id in current
@@ -211,16 +224,17 @@ def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[s
             out: Outcome, actor: str) -> None:
     prefix = req.source_key + "#"
     gone = {key: row for key, row in rows.items() if _anchor(key) not in by_anchor}
-    moved = {row.content_hash: key for key, row in gone.items()}
     for fact in req.facts:
         key = prefix + fact.anchor
         row = rows.get(key)
-        if row is None and fact.hash in moved:  # the same fact under a new anchor
-            old_key = moved.pop(fact.hash)
+        old_key = None if row is not None else _moved_from(gone, current, fact)
+        if old_key is not None:  # the same fact under a new anchor keeps its memory
             row = gone.pop(old_key)
             conn.execute(update(import_ledger).where(
                 import_ledger.c.user_name == req.user, import_ledger.c.source_key == old_key)
                 .values(source_key=key))
+            if old_key in contested:
+                contested[key] = contested.pop(old_key)
         memory = current.get(row.memory_id) if row is not None else None
         if row is not None and memory is None and row.content_hash == fact.hash:
             # forgotten in Engram: that was a decision about this fact; keep to it while the
@@ -253,6 +267,19 @@ def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[s
         conn.execute(delete(import_ledger).where(
             import_ledger.c.user_name == req.user, import_ledger.c.source_key == key))
     _resolve_links(conn, req, out)
+
+
+def _moved_from(gone: dict[str, Any], current: dict[str, Any], fact: Fact) -> str | None:
+    """The key of a fact gone from its anchor that this fact is: the same text as last imported,
+    or as the memory reads now (the file was edited to match an Engram edit, first words too)."""
+    for key, row in gone.items():
+        if row.content_hash == fact.hash:
+            return key
+    for key, row in gone.items():
+        memory = current.get(row.memory_id)
+        if memory is not None and memory.content == fact.content:
+            return key
+    return None
 
 
 def _keep_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
@@ -291,13 +318,20 @@ def _keep_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync
             else:
                 entry["copyId"] = copy.id  # the same conflict again: nothing to do
         elif copy is not None:
-            entry["copyId"] = copy.id  # a live copy stays until the source is reconciled
+            # the file no longer diverges (reverted, or already equal to the Engram edit): the
+            # copy holds a version that is neither in the file nor in Engram
+            memories.forget_in(conn, keyword, copy.id, actor=actor,
+                               reason="the file no longer diverges")
+            conn.execute(delete(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key))
         out.conflicts.append(entry)
 
 
 def _clear_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
-                           memory_ids: list[str], actor: str) -> None:
-    """The source was imported or reconciled: its conflicts are over, their copies go."""
+                           memory_ids: list[str], actor: str,
+                           reason: str = "sync conflict resolved") -> None:
+    """The source was imported or reconciled (or is back to its last import): its conflicts are
+    over, their copies go."""
     for memory_id in memory_ids:
         copy_key = f"conflict:{memory_id}"
         row = conn.execute(select(import_ledger.c.memory_id).where(
@@ -305,8 +339,7 @@ def _clear_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSyn
             import_ledger.c.source_key == copy_key)).first()
         if row is None:
             continue
-        memories.forget_in(conn, keyword, row.memory_id, actor=actor,
-                           reason="sync conflict resolved")
+        memories.forget_in(conn, keyword, row.memory_id, actor=actor, reason=reason)
         conn.execute(delete(import_ledger).where(
             import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key))
 
@@ -333,12 +366,20 @@ def _rename_legacy(conn: Connection, req: FileSync) -> None:
     memories, no duplicates."""
     legacy = conn.execute(select(import_ledger.c.source_key).where(
         import_ledger.c.user_name == req.user,
+        # only this file's rows: two checkouts both had a bare `codex:AGENTS.md`
+        import_ledger.c.path == req.path,
         (import_ledger.c.source_key == req.legacy_key)
         | import_ledger.c.source_key.startswith(req.legacy_key + "#", autoescape=True))).all()
+    taken = set(_ledger_rows(conn, req))
     for (key,) in legacy:
+        new_key = req.source_key + key[len(req.legacy_key):]
+        if new_key in taken:  # already imported under the new key: the old row is stale
+            conn.execute(delete(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == key))
+            continue
         conn.execute(update(import_ledger).where(
             import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
-            .values(source_key=req.source_key + key[len(req.legacy_key):]))
+            .values(source_key=new_key))
 
 
 def _ledger_rows(conn: Connection, req: FileSync) -> dict[str, Any]:
@@ -354,8 +395,29 @@ def _ledger_memory(conn: Connection, req: FileSync, key: str) -> str:
         import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)).scalar())
 
 
-def _memories(conn: Connection, ids: list[str]) -> dict[str, Any]:
-    return memories.get_many(conn, [i for i in ids if i])
+def _memories(conn: Connection, ids: list[str], *, lock: bool = False) -> dict[str, Any]:
+    """Current memories by id; ``lock`` holds their rows until the sync commits (PostgreSQL:
+    an Engram edit arriving meanwhile waits, then finds the new version, instead of being
+    overwritten unseen; SQLite's write transaction holds the whole database already)."""
+    wanted = [i for i in ids if i]
+    if not wanted:
+        return {}
+    stmt = select(memories_table).where(memories_table.c.id.in_(wanted),
+                                        memories_table.c.forgotten_at.is_(None))
+    if lock:
+        stmt = stmt.with_for_update()
+    return {r.id: r for r in conn.execute(stmt).all()}
+
+
+def _serialise(conn: Connection, req: FileSync) -> None:
+    """One sync of a file at a time (two watchers, a daemon and a cron run): on PostgreSQL a
+    transaction lock per (user, file), the bare legacy key first; SQLite's write transaction
+    serialises everything already."""
+    if is_sqlite(conn):
+        return
+    for key in (req.legacy_key, req.source_key):
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
+                     {"k": f"engram-sync|{req.user}|{key}"})
 
 
 def _put(conn: Connection, req: FileSync, key: str, memory_id: str | None, hash_: str,

@@ -113,11 +113,14 @@ def test_rows_under_the_old_bare_key_are_renamed_in_place(store: Store) -> None:
                  hashlib.sha256(b"Run make check before pushing").hexdigest())):
             conn.execute(insert(import_ledger).values(
                 user_name="alice", source_key=key, memory_id=memory_id, content_hash=digest,
-                memory_version=1, path="/src/AGENTS.md", imported_at=1.0))
+                memory_version=1, path=f"/src/{ROOT_A}/AGENTS.md", imported_at=1.0))
+    # another checkout's AGENTS.md does not take the old rows over
+    other = sync(store, request(FACTS, root=ROOT_B))
+    assert made["id"] not in other["memories"].values()
     out = sync(store, request(FACTS))
     assert out["memories"]["build"] == made["id"]  # the same memory, not a duplicate
     assert current(store, made["id"])["version"] == 1
-    assert live_memories(store) == 3
+    assert live_memories(store) == 6  # 3 per checkout
     assert not [k for k in ledger_keys(store) if k.startswith("codex:")]
 
 
@@ -257,3 +260,58 @@ def test_an_oversized_fact_is_kept_bounded_not_refused(store: Store) -> None:
     kept = current(store, out["memories"]["schema"])["content"]
     assert len(kept) <= memories.MAX_CONTENT_CHARS and kept.endswith("END-OF-SECTION")
     assert "chars omitted" in kept and out["created"] == 4
+
+
+def test_a_reverted_file_drops_its_conflict_copy(store: Store) -> None:
+    first = sync(store, request(FACTS))
+    build = first["memories"]["build"]
+    memories.update_content(store, store.keyword, build, "Run make check and make docs")
+    copy_id = sync(store, request({**FACTS, "build": "Run make lint"}))["conflicts"][0]["copyId"]
+    assert copy_id and memories.get(store, copy_id) is not None
+    assert sync(store, request(FACTS))["outcome"] == "unchanged"  # reverted to the last import
+    assert memories.get(store, copy_id) is None
+    assert current(store, build)["content"] == "Run make check and make docs"
+
+
+def test_reconcile_finds_the_memory_when_the_file_edit_moved_its_anchor(store: Store) -> None:
+    """The file is updated to the Engram edit, whose first words differ: its anchor changes
+    with them; reconcile must still find the memory, not forget it and make a duplicate."""
+    first = sync(store, request(FACTS))
+    build = first["memories"]["build"]
+    memories.update_content(store, store.keyword, build, "Always run make check first")
+    moved = {("always-run" if a == "build" else a): ("Always run make check first"
+                                                     if a == "build" else c)
+             for a, c in FACTS.items()}
+    assert sync(store, request(moved))["outcome"] == "skipped-conflict"
+    out = sync(store, request(moved, force=True))
+    assert out["outcome"] == "reconciled" and out["memories"]["always-run"] == build
+    assert current(store, build)["version"] == 2 and live_memories(store) == 3
+    assert sync(store, request({**moved, "style": "Use ruff only"}))["outcome"] == "imported"
+
+
+def test_two_syncs_of_one_file_at_once_make_one_set_of_memories(store: Store) -> None:
+    import threading
+
+    barrier = threading.Barrier(2)
+    results: list[dict[str, Any]] = []
+
+    def run() -> None:
+        barrier.wait()
+        results.append(sync(store, request(FACTS)))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(r["outcome"] for r in results) == ["imported", "unchanged"]
+    assert live_memories(store) == 3
+
+
+def test_secrets_in_anchors_or_paths_are_refused() -> None:
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    with pytest.raises(memsync.InvalidSync) as caught:
+        memsync.validate({"user": "u", "project": "p", "tool": "codex", "root": ROOT_A,
+                          "relpath": f"{key}.md", "path": "/a", "contentHash": "0" * 64,
+                          "facts": [{"anchor": f"token-{key}", "content": "x"}]})
+    assert {"relpath", "facts[0].anchor"} <= set(caught.value.fields)
