@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
 from watcher.memfiles import (
+    MAX_FILE_BYTES,
+    FileTooLarge,
+    NotRegularFile,
     Source,
     classify,
     discover,
+    discover_all,
+    facts_of,
     import_markdown,
     import_plaintext,
+    read_source,
+    resolve_aliases,
     root_fingerprint,
     slug,
     source_for,
@@ -53,11 +61,11 @@ def write(root: Path, relpath: str, text: str = "- a fact\n") -> Path:
 
 def test_sections_and_bullets_get_anchors_from_their_headings_and_first_words() -> None:
     facts = anchors(AGENTS)
+    # Sections holding only a list are no facts: their items are.
     assert list(facts) == [
-        "acme-api", "build-and-test", "build-and-test/run-make-check-before-pushing",
-        "build-and-test/tests-need-docker", "style", "style/format-with-ruff",
+        "acme-api", "build-and-test/run-make-check-before-pushing",
+        "build-and-test/tests-need-docker", "style/format-with-ruff",
         "style/never-commit-secrets"]
-    assert facts["build-and-test"].startswith("## Build and test\n")
     assert facts["build-and-test/run-make-check-before-pushing"] == "Run make check before pushing"
     # A nested list belongs to its parent item, dedented, and is no fact of its own.
     assert facts["build-and-test/tests-need-docker"] == (
@@ -76,13 +84,13 @@ def test_anchors_survive_insertions_reorders_and_title_changes() -> None:
         .replace("## Style", "## Release\n\n- Tag from main\n\n## Style")
     after = anchors(edited)
     unchanged = {a for a in before if a in after and before[a] == after[a]}
-    # Every list item kept its anchor and its content; only the sections that gained a line and
-    # the renamed title differ.
-    assert unchanged == set(before) - {"acme-api", "build-and-test", "style"}
-    assert {"build-and-test", "style"} <= set(after)
+    # Every list item kept its anchor and its content; only the renamed title differs, and the
+    # section that gained text of its own became a fact.
+    assert unchanged == set(before) - {"acme-api"}
+    assert after["build-and-test"] == "## Build and test\n\nRead this first."
     assert set(after) - set(before) == {
-        "acme-billing-api", "build-and-test/install-uv-first", "style/prefer-small-functions",
-        "release", "release/tag-from-main"}
+        "acme-billing-api", "build-and-test", "build-and-test/install-uv-first",
+        "style/prefer-small-functions", "release/tag-from-main"}
 
 
 def test_a_nested_item_does_not_move_its_parent_anchor() -> None:
@@ -91,28 +99,37 @@ def test_a_nested_item_does_not_move_its_parent_anchor() -> None:
     assert set(anchors(grown)) == set(anchors(AGENTS))
 
 
-def test_nested_headings_make_a_path_and_collisions_get_a_numeric_suffix() -> None:
+def test_nested_headings_make_a_path_and_collisions_get_a_content_suffix() -> None:
     text = ("# One\n\n## Setup\n\n### Linux\n\n- Use the package manager of the distro for "
             "everything\n- Use the package manager of the distro for system packages\n\n"
             "### macOS\n\n- Use the package manager of the distro for nothing\n\n"
             "# Two\n\n## Setup\n\n- anything\n")
     facts = anchors(text)
     base = "one/setup/linux/use-the-package-manager-of-the-distro-for"
-    assert facts[base].endswith("for everything")
-    # Same first 8 words in one section: numbered in file order; another section is no collision.
-    assert facts[base + "-2"].endswith("for system packages")
+    # Same first 8 words in one section: each gets 6 hex of its first line, never a number.
+    everything = f"{base}-{sha('Use the package manager of the distro for everything')[:6]}"
+    system = f"{base}-{sha('Use the package manager of the distro for system packages')[:6]}"
+    assert facts[everything].endswith("for everything")
+    assert facts[system].endswith("for system packages")
+    assert base not in facts
+    # Another section is no collision.
     assert "one/setup/macos/use-the-package-manager-of-the-distro-for" in facts
     # Two level-1 headings: no lone title, both are part of the paths. Same heading path twice:
     assert "two/setup/anything" in facts
-    text += "\n# Two\n\n## Setup\n\nAgain.\n"
-    assert "two/setup-2" in anchors(text)
+    text += "\n# Two\n\n## Setup\n\nAgain.\n\n## Setup\n\nOnce more.\n"
+    assert {a for a in anchors(text) if a.startswith("two/setup-")} == {
+        f"two/setup-{sha('Again.')[:6]}", f"two/setup-{sha('Once more.')[:6]}"}
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_identical_facts_in_one_file_are_sent_once() -> None:
     facts = import_markdown("## A\n\n- Run make check\n\n## B\n\n- Run make check\n- Other\n")
     contents = [f.content for f in facts]
     assert contents.count("Run make check") == 1
-    assert [f.anchor for f in facts] == ["a", "a/run-make-check", "b", "b/other"]
+    assert [f.anchor for f in facts] == ["a/run-make-check", "b/other"]
 
 
 def test_code_fences_hold_no_headings_or_items() -> None:
@@ -261,3 +278,94 @@ def test_line_endings_do_not_change_facts(crlf: bool) -> None:
     body = sync_body(source, user="u", project="p", scope="project", force=False,
                      data=text.encode())
     assert [f["anchor"] for f in body["facts"]] == list(anchors(AGENTS))
+
+
+# --- fixes: what a section holds, stable anchors, odd files ------------------------------------
+
+def test_a_section_fact_is_its_heading_and_own_text_never_its_items() -> None:
+    text = ("## Deploy\n\nShip from main only.\n\n- Tag the release\n- Push the tag\n  with care\n"
+            "\nThen watch the dashboards.\n\n```sh\nmake deploy\n```\n\n## Lint\n\n- ruff\n")
+    facts = anchors(text)
+    assert facts["deploy"] == ("## Deploy\n\nShip from main only.\n\nThen watch the dashboards."
+                               "\n\n```sh\nmake deploy\n```")
+    assert facts["deploy/tag-the-release"] == "Tag the release"
+    assert facts["deploy/push-the-tag"] == "Push the tag\nwith care"
+    # Every item is stored once: no fact holds another fact's text.
+    assert not any("Tag the release" in c for a, c in facts.items() if a != "deploy/tag-the-release")
+    assert "lint" not in facts and facts["lint/ruff"] == "ruff"  # only bullets: only its bullets
+    # Text before the first heading is `preamble`, without its items.
+    pre = anchors("Read me.\n\n- one\n\n# T\n\n- two\n\n# U\n\n- three\n")
+    assert pre["preamble"] == "Read me." and pre["one"] == "one"
+
+
+def test_punctuation_headings_keep_their_meaning_and_their_anchors_on_reorder() -> None:
+    c_sharp, c_plus = "### C#\n\nUse dotnet format.\n", "### C++\n\nUse clang-format.\n"
+    facts = anchors("## Languages\n\n" + c_sharp + "\n" + c_plus)
+    assert facts["languages/c-sharp"].endswith("Use dotnet format.")
+    assert facts["languages/c-plus-plus"].endswith("Use clang-format.")
+    assert anchors("## Languages\n\n" + c_plus + "\n" + c_sharp) == facts
+    assert slug("Notepad++ and F# (issue #42, a+b)") == "notepad-plus-plus-and-f-sharp-issue-42-a-b"
+
+
+def test_colliding_bullets_keep_their_anchors_when_reordered() -> None:
+    first = "- Run the tests with pytest before every single push please\n"
+    second = "- Run the tests with pytest before every single release tag\n"
+    ours = anchors("## CI\n\n" + first + second)
+    assert len(ours) == 2 and all(a.startswith("ci/run-the-tests-with-pytest-before-every-")
+                                  for a in ours)
+    assert anchors("## CI\n\n" + second + first) == ours
+    # Two headings whose slugs still collide (emoji only): also by content, not by position.
+    rockets = "## 🚀\n\nShip it.\n\n## 🔥\n\nBurn it.\n"
+    swapped = "## 🔥\n\nBurn it.\n\n## 🚀\n\nShip it.\n"
+    assert anchors(rockets) == anchors(swapped) and len(anchors(rockets)) == 2
+
+
+def test_a_utf8_bom_does_not_hide_the_first_heading() -> None:
+    source = Source("codex", "markdown", Path("/r"), "AGENTS.md")
+    with_bom = facts_of(source, b"\xef\xbb\xbf" + AGENTS.encode())
+    assert [f.anchor for f in with_bom] == list(anchors(AGENTS))
+    assert with_bom[0].content.startswith("# Acme API")
+
+
+def test_an_at_token_too_long_for_a_file_name_is_no_import(tmp_path: Path) -> None:
+    long = "x" * 300  # ENAMETOOLONG from stat(): it must not escape the importer
+    write(tmp_path, "CLAUDE.md", f"- Mention @{long} and @docs/a.md\n")
+    source = next(discover(tmp_path))
+    facts = facts_of(source, source.path.read_bytes())
+    assert [f.links for f in facts] == [["docs/a.md"]]
+
+
+def test_nested_roots_discover_each_file_once_under_the_innermost(tmp_path: Path) -> None:
+    write(tmp_path, "AGENTS.md")
+    write(tmp_path, "sub/AGENTS.md")
+    write(tmp_path, "sub/deeper/CLAUDE.md")
+    outer, inner = tmp_path.resolve(), (tmp_path / "sub").resolve()
+    found = [(s.root, s.relpath) for s in discover_all([outer, inner])]
+    assert found == [(outer, "AGENTS.md"), (inner, "AGENTS.md"), (inner, "deeper/CLAUDE.md")]
+
+
+def test_two_sources_that_are_one_file_are_one_import(tmp_path: Path) -> None:
+    write(tmp_path, "AGENTS.md")
+    (tmp_path / "CLAUDE.md").symlink_to("AGENTS.md")
+    (tmp_path / "GEMINI.md").symlink_to("CLAUDE.md")  # a chain: the same file too
+    write(tmp_path, "docs/shared.md")
+    write(tmp_path, "b/AGENTS.md").unlink()
+    (tmp_path / "b" / "AGENTS.md").symlink_to("../docs/shared.md")
+    write(tmp_path, "a/CLAUDE.md").unlink()
+    (tmp_path / "a" / "CLAUDE.md").symlink_to("../docs/shared.md")
+    sources = {s.relpath: s for s in discover(tmp_path)}
+    aliases = {a.relpath: p.relpath for a, p in resolve_aliases(list(sources.values())).items()}
+    # The link target's own source wins; links to a file that is no source: the first of them.
+    assert aliases == {"CLAUDE.md": "AGENTS.md", "GEMINI.md": "AGENTS.md",
+                       "b/AGENTS.md": "a/CLAUDE.md"}
+
+
+def test_reading_skips_non_regular_files_and_stops_past_the_limit(tmp_path: Path) -> None:
+    fifo = tmp_path / "AGENTS.md"
+    os.mkfifo(fifo)  # reading it would block forever: no writer
+    with pytest.raises(NotRegularFile):
+        read_source(fifo)
+    big = write(tmp_path, "CLAUDE.md", "- x\n" * (MAX_FILE_BYTES // 4 + 1))
+    with pytest.raises(FileTooLarge, match="over 1000000"):
+        read_source(big)
+    assert read_source(write(tmp_path, "GEMINI.md", "- ok\n")) == b"- ok\n"

@@ -20,7 +20,8 @@ from watchdog.observers.inotify_c import InotifyFD
 
 from engram.client import Client
 from tests.support import ENGRAM, REPO, Cluster, free_port, wait_for
-from watcher.memsync_cli import Daemon, Syncer, checked_observer_class
+from watcher.memfiles import root_fingerprint
+from watcher.memsync_cli import Daemon, Syncer, WatchState, checked_observer_class, run_once
 
 
 class RecordingGateway:
@@ -36,8 +37,16 @@ class RecordingGateway:
         from tests.conftest import make_settings
 
         self.bodies: list[dict[str, Any]] = []
+        self.failures = 0  # the next this-many sync requests answer 503 (see fail_next)
         self.gateway = build_gateway(make_settings(tmp), start_worker=False)
         self.secret = self.gateway.secret
+
+        @self.gateway.app.before_request
+        def unavailable() -> Any:
+            if request.path == "/v1/sync/files" and self.failures > 0:
+                self.failures -= 1
+                return {"error": {"code": "unavailable", "message": "database is locked"}}, 503
+            return None
 
         @self.gateway.app.after_request
         def record(response: Any) -> Any:
@@ -53,6 +62,10 @@ class RecordingGateway:
     def posts(self, relpath: str) -> list[dict[str, Any]]:
         return [b for b in self.bodies if b["relpath"] == relpath]
 
+    def posts_of(self, path: Path) -> list[dict[str, Any]]:
+        """Every post of the file at ``path``, under whichever root."""
+        return [b for b in self.bodies if Path(b["path"]) == path.resolve()]
+
     def close(self) -> None:
         self.server.close()
         self.gateway.close()
@@ -66,9 +79,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingGatew
     recording.close()
 
 
-def syncer_for(gateway: RecordingGateway, root: Path, out: StringIO) -> Syncer:
+def syncer_for(gateway: RecordingGateway, root: Path | list[Path], out: StringIO,
+               state: WatchState | None = None) -> Syncer:
+    roots = root if isinstance(root, list) else [root]
     return Syncer(Client(gateway.url, gateway.secret), user="alice", scope="project", force=False,
-                  projects={root.resolve(): "acme-api"}, out=out)
+                  projects={r.resolve(): "acme-api" for r in roots}, out=out, state=state)
 
 
 class Running:
@@ -86,9 +101,11 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(gateway: RecordingGateway, root: Path, **kw: Any) -> Iterator[Running]:
+def running(gateway: RecordingGateway, root: Path | list[Path], *,
+            state: WatchState | None = None, **kw: Any) -> Iterator[Running]:
     out = StringIO()
-    daemon = Daemon(syncer_for(gateway, root, out), [root.resolve()], debounce=0.3, out=out,
+    roots = sorted(r.resolve() for r in (root if isinstance(root, list) else [root]))
+    daemon = Daemon(syncer_for(gateway, roots, out, state), roots, debounce=0.3, out=out,
                     **kw)
     run = Running(daemon, out)
     run.thread.start()
@@ -124,7 +141,8 @@ def test_a_burst_and_an_editor_save_are_each_one_import(gateway: RecordingGatewa
         wait_for(lambda: len(gateway.posts("AGENTS.md")) == 3, message="the burst's import")
         wait_for(run.settled, message="the daemon to settle")
         assert len(gateway.posts("AGENTS.md")) == 3
-        assert len(gateway.posts("AGENTS.md")[-1]["facts"]) == 1 + 2 + 20  # the section, two items, 20 steps
+        # two items and 20 steps; the section holds only bullets: no fact of its own
+        assert len(gateway.posts("AGENTS.md")[-1]["facts"]) == 2 + 20
     assert run.code == 0
     assert "synced codex AGENTS.md" in run.out.getvalue()
 
@@ -170,6 +188,161 @@ def test_an_overflow_rescans_every_file(gateway: RecordingGateway, tmp_path: Pat
         run.daemon.on_overflow()
         wait_for(lambda: len(gateway.posts("AGENTS.md")) == 2, message="the rescan")
     assert "overflowed; rescanning" in run.out.getvalue()
+
+
+# --- fixes: nested roots, links, odd files, 5xx, deletions while stopped ------------------------
+
+def once(gateway: RecordingGateway, roots: list[Path], state: WatchState | None = None,
+         ) -> tuple[int, str]:
+    out = StringIO()
+    resolved = sorted(r.resolve() for r in roots)
+    code = run_once(syncer_for(gateway, resolved, out, state), resolved)
+    return code, out.getvalue()
+
+
+def test_nested_roots_sync_each_file_once_under_the_innermost_root(
+        gateway: RecordingGateway, tmp_path: Path) -> None:
+    outer, inner = tmp_path / "r3", tmp_path / "r3" / "sub"
+    (outer / "AGENTS.md").parent.mkdir()
+    (outer / "AGENTS.md").write_text("- outer\n")
+    inner.mkdir()
+    (inner / "AGENTS.md").write_text("- inner\n")
+    code, out = once(gateway, [outer, inner])
+    assert code == 0, out
+    assert [b["root"] for b in gateway.posts_of(inner / "AGENTS.md")] == [
+        root_fingerprint(inner)]  # never also as r3's sub/AGENTS.md
+    gateway.bodies.clear()
+    with running(gateway, [outer, inner]) as run:
+        assert len(gateway.posts_of(inner / "AGENTS.md")) == 1
+        assert len(gateway.posts_of(outer / "AGENTS.md")) == 1
+        (inner / "AGENTS.md").write_text("- inner, edited\n")
+        wait_for(lambda: len(gateway.posts_of(inner / "AGENTS.md")) == 2, message="the edit")
+        wait_for(run.settled, message="the daemon to settle")
+        (inner / "AGENTS.md").unlink()
+        wait_for(lambda: len(gateway.posts_of(inner / "AGENTS.md")) == 3, message="the deletion")
+        wait_for(run.settled, message="the daemon to settle")
+    posts = gateway.posts_of(inner / "AGENTS.md")
+    assert {(b["root"], b["relpath"]) for b in posts} == {(root_fingerprint(inner), "AGENTS.md")}
+    assert posts[-1]["facts"] == []
+
+
+def test_claude_md_linked_to_agents_md_is_imported_once(gateway: RecordingGateway,
+                                                        tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("- Run make check\n")
+    (tmp_path / "CLAUDE.md").symlink_to("AGENTS.md")
+    code, out = once(gateway, [tmp_path])
+    assert code == 0, out
+    assert [b["relpath"] for b in gateway.bodies] == ["AGENTS.md"]
+    assert ("watch: claude-code CLAUDE.md is the same file as codex AGENTS.md (a link); "
+            "imported once, as codex AGENTS.md") in out
+    gateway.bodies.clear()
+    with running(gateway, tmp_path) as run:
+        (tmp_path / "AGENTS.md").write_text("- Run make check\n- Run make e2e\n")
+        wait_for(lambda: len(gateway.posts("AGENTS.md")) == 2, message="the edit")
+        wait_for(run.settled, message="the daemon to settle")
+        # A file that stops being a link is its own source again; a new link is no import.
+        (tmp_path / "CLAUDE.md").unlink()
+        (tmp_path / "CLAUDE.md").write_text("- Claude only\n")
+        wait_for(lambda: gateway.posts("CLAUDE.md"), message="the real CLAUDE.md")
+        (tmp_path / "GEMINI.md").symlink_to("AGENTS.md")
+        wait_for(lambda: "claude-code CLAUDE.md" in run.out.getvalue()
+                 and "gemini GEMINI.md is the same file" in run.out.getvalue(),
+                 message="the new link")
+        wait_for(run.settled, message="the daemon to settle")
+    assert [b["relpath"] for b in gateway.bodies] == ["AGENTS.md", "AGENTS.md", "CLAUDE.md"]
+
+
+def test_a_file_that_becomes_a_link_has_its_own_memories_retired(
+        gateway: RecordingGateway, tmp_path: Path) -> None:
+    state = WatchState(tmp_path / "data" / "watch-state.json")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "AGENTS.md").write_text("- Run make check\n")
+    (root / "CLAUDE.md").write_text("- Run make check\n")
+    assert once(gateway, [root], state)[0] == 0
+    (root / "CLAUDE.md").unlink()
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    code, out = once(gateway, [root], state)
+    assert code == 0, out
+    assert gateway.posts("CLAUDE.md")[-1]["facts"] == []
+    assert "synced claude-code CLAUDE.md: no longer synced as its own file; 1 removed" in out
+
+
+def test_an_unusable_at_token_or_a_failing_file_is_one_error_and_the_run_goes_on(
+        gateway: RecordingGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "CLAUDE.md").write_text(f"- See @{'x' * 300} first\n")  # ENAMETOOLONG
+    (tmp_path / "GEMINI.md").write_text("- fine\n")
+    code, out = once(gateway, [tmp_path])
+    assert code == 0, out
+    assert {b["relpath"] for b in gateway.bodies} == {"CLAUDE.md", "GEMINI.md"}
+    with running(gateway, tmp_path) as run:  # the daemon's first pass survives it too
+        assert run.code is None
+    # Whatever else a parser raises costs that file, one line, and never the run.
+    from watcher import memfiles
+
+    def broken(text: str, source: Any) -> Any:
+        raise PermissionError(13, "Permission denied", "/x/secret/\nnotes.md")
+
+    monkeypatch.setitem(memfiles.IMPORTERS, "claude-md", broken)
+    (tmp_path / "GEMINI.md").write_text("- fine, edited\n")
+    code, out = once(gateway, [tmp_path])
+    assert code == 1
+    assert "sync error: claude-code CLAUDE.md: cannot import it (PermissionError: [Errno 13] " \
+           "Permission denied: '/x/secret/\\nnotes.md'); skipped" in out
+    assert "Traceback" not in out and "synced gemini GEMINI.md" in out
+    assert "1 imported, 0 unchanged, 0 skipped-conflict, 0 reconciled, 1 errors" in out
+
+
+def test_a_5xx_answer_is_retried_with_back_off(gateway: RecordingGateway,
+                                               tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("- one\n")
+    gateway.failures = 2
+    with running(gateway, tmp_path) as run:
+        wait_for(lambda: gateway.posts("AGENTS.md"), timeout=10, message="the retried import")
+        wait_for(run.settled, message="the daemon to settle")
+    out = run.out.getvalue()
+    assert "sync error: codex AGENTS.md: refused (HTTP 503): database is locked; retrying in 1s" \
+        in out
+    assert "retrying in 2s" in out and "synced codex AGENTS.md: 1 created" in out
+    assert run.daemon.syncer.totals["errors"] == 1  # one failure episode, one error
+
+
+def test_a_fifo_named_like_a_source_is_skipped_not_read(gateway: RecordingGateway,
+                                                        tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "AGENTS.md")  # no writer: reading it would block forever
+    (tmp_path / "GEMINI.md").write_text("- fine\n")
+    with running(gateway, tmp_path) as run:
+        assert run.code is None and gateway.posts("GEMINI.md")
+    assert "watch: skipped codex AGENTS.md: not a regular file" in run.out.getvalue()
+    assert gateway.posts("AGENTS.md") == []
+
+
+def test_files_deleted_while_nothing_watched_are_retired_on_the_next_pass(
+        gateway: RecordingGateway, tmp_path: Path) -> None:
+    state_file = tmp_path / "data" / "watch-state.json"
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    for relpath in ("AGENTS.md", "GEMINI.md", "docs/CLAUDE.md"):
+        (root / relpath).write_text(f"- from {relpath}\n")
+    assert once(gateway, [root], WatchState(state_file))[0] == 0
+    (root / "GEMINI.md").unlink()  # between two --once runs
+    code, out = once(gateway, [root], WatchState(state_file))
+    assert code == 0, out
+    assert gateway.posts("GEMINI.md")[-1]["facts"] == []
+    assert "synced gemini GEMINI.md: file deleted; 1 removed" in out
+    assert len(gateway.posts("GEMINI.md")) == 2
+    assert once(gateway, [root], WatchState(state_file))[0] == 0
+    assert len(gateway.posts("GEMINI.md")) == 2  # retired once, then forgotten
+    # While the daemon was stopped.
+    with running(gateway, root, state=WatchState(state_file)):
+        pass
+    (root / "docs" / "CLAUDE.md").unlink()
+    with running(gateway, root, state=WatchState(state_file)) as run:
+        wait_for(run.settled, message="the first pass")
+    assert gateway.posts("docs/CLAUDE.md")[-1]["facts"] == []
+    assert "synced claude-code docs/CLAUDE.md: file deleted; 1 removed" in run.out.getvalue()
+    recorded = WatchState(state_file).recorded(root.resolve())
+    assert [s.relpath for s in recorded] == ["AGENTS.md"]
 
 
 # --- the inotify limit -------------------------------------------------------------------------

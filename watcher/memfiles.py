@@ -7,16 +7,20 @@ never-clobber, conflict copies and reconcile are the gateway's (``engram/memsync
 Anchors (the ``#anchor`` of a ledger key) must survive edits elsewhere in the file, so they are
 made from what a fact says, never from where it is:
 
-- a section (an ATX heading and its own body, up to the next heading): the slugs of its heading
-  path joined by ``/`` (``build-and-test/linux``). A lone level-1 heading that opens the file is
-  the document's title: its own text is a fact, but it is not part of the other sections' paths,
-  so renaming the title moves nothing.
+- a section (an ATX heading and its own text up to the next heading: paragraphs and code
+  blocks, never its list items, which are facts of their own): the slugs of its heading path
+  joined by ``/`` (``build-and-test/linux``). A section with no text of its own (only a list) is
+  no fact. A lone level-1 heading that opens the file is the document's title: its own text is a
+  fact, but it is not part of the other sections' paths, so renaming the title moves nothing.
 - a list item (nested items belong to it): ``<section anchor>/<slug of the first 8 words of its
   first line>``;
   at the top of a file without a heading just the slug.
 - a paragraph of a plain-text ``.cursorrules``: the slug of the first 8 words of its first line.
-- a collision within one file gets ``-2``, ``-3``, ... in file order; identical facts are sent
-  once (the first).
+- slugs keep the meaning of a trailing ``+``, ``++`` or ``#`` (``C++`` -> ``c-plus-plus``, ``C#``
+  -> ``c-sharp``); when anchors still collide within one file, every fact of the collision gets
+  ``-<6 hex of the sha256 of its first line>`` (of its content when first lines are equal too),
+  never a number from its position, so reordering them keeps every anchor; identical facts are
+  sent once (the first).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -142,6 +147,43 @@ def discover(root: Path) -> Iterator[Source]:
                 yield Source(found[0], found[1], root, relpath)
 
 
+def innermost_root(roots: list[Path], path: Path) -> Path | None:
+    """The root ``path`` belongs to: the innermost of ``roots`` holding it (roots resolved)."""
+    best: Path | None = None
+    for root in roots:
+        if (path == root or root in path.parents) and (
+                best is None or len(root.parts) > len(best.parts)):
+            best = root
+    return best
+
+
+def discover_all(roots: list[Path]) -> Iterator[Source]:
+    """Every memory file under ``roots``, each once, under its innermost root (nested roots:
+    ``r3/sub/AGENTS.md`` is ``r3/sub``'s, never also ``r3``'s)."""
+    resolved = [root.resolve() for root in roots]
+    for root in resolved:
+        for source in discover(root):
+            if innermost_root(resolved, source.path) == source.root:
+                yield source
+
+
+def resolve_aliases(sources: list[Source]) -> dict[Source, Source]:
+    """Sources that are the same file (``CLAUDE.md -> AGENTS.md``): each alias mapped to the one
+    source imported in their place: the link target's own source when it is one of ``sources``,
+    else the first in (root, relpath) order."""
+    groups: dict[str, list[Source]] = {}
+    for source in sources:
+        groups.setdefault(os.path.realpath(source.path), []).append(source)
+    aliases: dict[Source, Source] = {}
+    for real, group in groups.items():
+        if len(group) < 2:
+            continue
+        own = [s for s in group if str(s.path) == real]
+        primary = (own or sorted(group, key=lambda s: (str(s.root), s.relpath)))[0]
+        aliases.update({s: primary for s in group if s != primary})
+    return aliases
+
+
 def source_for(roots: list[Path], path: Path) -> Source | None:
     """The source ``path`` is under one of ``roots`` (the innermost root wins), or None."""
     best: Source | None = None
@@ -167,7 +209,7 @@ def _prefixes(relpath: str) -> Iterator[str]:
 # --- turning a file into facts -------------------------------------------------------------------
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")  # `C#` keeps #
 _ITEM = re.compile(r"^([ \t]*)([-*+]|\d{1,9}[.)])([ \t]+|$)(.*)$")
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 _CODE = re.compile(r"`+([^`]*)`+")
@@ -175,10 +217,17 @@ _IMPORT = re.compile(r"(?<![\w@`/])@((?:~/|\.{1,2}/|/)?[\w.\-/]+[\w/])")
 _CHECKBOX = re.compile(r"^\[[ xX]\][ \t]+")
 
 
+_SYMBOL = re.compile(r"(?<=\w)(\+\+|\+|#)(?![\w+#])")
+_SYMBOL_WORDS = {"++": " plus plus ", "+": " plus ", "#": " sharp "}
+
+
 def slug(text: str, max_words: int | None = None) -> str:
-    """Lower-case words of ``text`` (markdown stripped) joined by ``-``; ``item`` if empty."""
+    """Lower-case words of ``text`` (markdown stripped) joined by ``-``; ``item`` if empty. A
+    ``+``, ``++`` or ``#`` ending a word is a word (``C++`` -> ``c-plus-plus``, ``C#`` ->
+    ``c-sharp``), so such headings do not collide."""
     text = _LINK.sub(r"\1", text)
     text = _CODE.sub(r"\1", text)
+    text = _SYMBOL.sub(lambda m: _SYMBOL_WORDS[m.group(1)], text)
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c)).lower()
     words = [w for w in re.split(r"[\W_]+", text) if w]
@@ -252,12 +301,21 @@ def _sections(body: str) -> list[_Section]:
     return sections
 
 
-def _items(lines: list[str]) -> Iterator[str]:
-    """The top-level list items of a section body, each with its nested items and continuation
-    lines, dedented. Lines inside a top-level code fence never start an item."""
+def _split(lines: list[str]) -> tuple[list[str], list[str]]:
+    """(the section's own text: every line outside its top-level list items, the top-level list
+    items, each with its nested items and continuation lines, dedented). Lines inside a
+    top-level code fence never start an item."""
+    own: list[str] = []
+    items: list[str] = []
     current: list[str] = []
     indent = 0  # where the open item's text starts
     fence = ""
+
+    def close() -> None:
+        items.append(_finish(current))
+        if own and own[-1].strip():
+            own.append("")  # the list's place: the text around it stays separate paragraphs
+
     for line in lines:
         if current:
             item = _ITEM.match(line)
@@ -268,22 +326,27 @@ def _items(lines: list[str]) -> Iterator[str]:
             if item is None and lazy:
                 current.append(line.strip())  # a lazy continuation line
                 continue
-            yield _finish(current)
+            close()
             current = []
         opened = _FENCE.match(line)
         if fence:
+            own.append(line)
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = ""
             continue
         if opened:
+            own.append(line)
             fence = opened.group(1)
             continue
         item = _ITEM.match(line)
         if item is not None:
             indent = len(item.group(1)) + len(item.group(2)) + max(1, len(item.group(3)))
             current = [_CHECKBOX.sub("", item.group(4))]
+        else:
+            own.append(line)
     if current:
-        yield _finish(current)
+        close()
+    return own, items
 
 
 def _indent(line: str) -> int:
@@ -294,37 +357,42 @@ def _finish(lines: list[str]) -> str:
     return "\n".join(lines).strip()
 
 
-def _is_list_only(lines: list[str]) -> bool:
-    """True when every non-blank line belongs to a list item (the items carry it all)."""
-    started = False
-    for line in lines:
-        if not line.strip():
-            continue
-        if _ITEM.match(line):
-            started = True
-        elif not (started and _indent(line) > 0):
-            return False
-    return started
-
-
 class _Facts:
-    """Facts in file order, with identical content sent once and colliding anchors numbered."""
+    """Facts in file order, with identical content sent once. Colliding anchors: every fact of
+    the collision gets a suffix from its own text (never from its position), see ``done``."""
 
     def __init__(self) -> None:
-        self.facts: list[Fact] = []
-        self._anchors: set[str] = set()
+        self._facts: list[tuple[Fact, str]] = []  # (fact, the text its suffix is made from)
         self._contents: set[str] = set()
 
-    def add(self, anchor: str, content: str, links: list[str]) -> None:
+    def add(self, anchor: str, content: str, links: list[str], key: str | None = None) -> None:
         if not content.strip() or content in self._contents:
             return
         self._contents.add(content)
-        unique, n = anchor, 1
-        while unique in self._anchors:
-            n += 1
-            unique = f"{anchor}-{n}"
-        self._anchors.add(unique)
-        self.facts.append(Fact(unique, content, links))
+        self._facts.append((Fact(anchor, content, links), content if key is None else key))
+
+    @property
+    def facts(self) -> list[Fact]:
+        groups: dict[str, list[tuple[Fact, str]]] = {}
+        for fact, key in self._facts:
+            groups.setdefault(fact.anchor, []).append((fact, key))
+        taken = {anchor for anchor, group in groups.items() if len(group) == 1}
+        renamed: dict[int, str] = {}
+        for anchor, group in groups.items():
+            if len(group) == 1:
+                continue
+            keys = [key for _, key in group]
+            for fact, key in group:
+                text = key if keys.count(key) == 1 else fact.content
+                unique = f"{anchor}-{sha256_text(text)[:6]}"
+                n = 1
+                while unique in taken:  # a 24-bit clash, or an anchor that looks like one
+                    n += 1
+                    unique = f"{anchor}-{sha256_text(text)[:6]}-{n}"
+                taken.add(unique)
+                renamed[id(fact)] = unique
+        return [Fact(renamed.get(id(fact), fact.anchor), fact.content, fact.links)
+                for fact, _ in self._facts]
 
 
 def _links(content: str, fragments: dict[str, str], imports: Callable[[str], list[str]] | None,
@@ -356,19 +424,21 @@ def import_markdown(text: str, imports: Callable[[str], list[str]] | None = None
     pending_front = front
     for section in sections:
         body_lines = section.lines[1:] if section.level else section.lines
-        has_body = bool("\n".join(body_lines).strip())
-        wanted = has_body and (section.level > 0 or not _is_list_only(body_lines))
-        if wanted or (pending_front and has_body):
+        own, items = _split(body_lines)
+        has_own = bool("\n".join(own).strip())
+        if has_own or (pending_front and (items or section.level)):
             anchor = section.anchor or "preamble"
-            content = _finish(section.lines)
+            content = _finish(section.lines[:1] + own if section.level else own)
             if pending_front:
                 content = f"{pending_front}\n{content}"
                 pending_front = ""
-            facts.add(anchor, content, _links(content, fragments, imports, anchor))
-        for item in _items(body_lines):
-            first = slug(item.split("\n", 1)[0], BULLET_WORDS)  # nested items never move it
+            facts.add(anchor, content, _links(content, fragments, imports, anchor),
+                      key=_finish(own))
+        for item in items:
+            first_line = item.split("\n", 1)[0]
+            first = slug(first_line, BULLET_WORDS)  # nested items never move it
             anchor = "/".join(filter(None, [section.anchor, first]))
-            facts.add(anchor, item, _links(item, fragments, imports, anchor))
+            facts.add(anchor, item, _links(item, fragments, imports, anchor), key=first_line)
     if pending_front:  # front matter and nothing else
         facts.add("front-matter", pending_front, [])
     return facts.facts
@@ -380,7 +450,8 @@ def import_plaintext(text: str) -> list[Fact]:
     for paragraph in re.split(r"\n[ \t]*\n", text):
         paragraph = paragraph.strip("\n").rstrip()
         if paragraph.strip():
-            facts.add(slug(paragraph.strip().split("\n", 1)[0], BULLET_WORDS), paragraph, [])
+            first_line = paragraph.strip().split("\n", 1)[0]
+            facts.add(slug(first_line, BULLET_WORDS), paragraph, [], key=first_line)
     return facts.facts
 
 
@@ -395,7 +466,11 @@ def claude_imports(source: Source) -> Callable[[str], list[str]]:
         for raw in _IMPORT.findall(_CODE.sub("", content)):
             target = Path(os.path.expanduser(raw))
             target = target if target.is_absolute() else folder / target
-            if not (target.is_file() or PurePosixPath(raw).suffix):
+            try:
+                exists = target.is_file()
+            except (OSError, ValueError):  # a name too long, a folder it may not search
+                exists = False
+            if not (exists or PurePosixPath(raw).suffix):
                 continue
             try:
                 out.append(Path(os.path.normpath(target)).relative_to(source.root).as_posix())
@@ -418,12 +493,36 @@ IMPORTERS: dict[str, Callable[[str, Source], list[Fact]]] = {
 def facts_of(source: Source, data: bytes) -> list[Fact]:
     """The file's facts, secrets scrubbed before the anchor is made (an anchor ends up in the
     ledger key, so it must not carry a secret either)."""
-    text = scrub_text(data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n"))
+    text = scrub_text(data.decode("utf-8-sig", "replace").replace("\r\n", "\n").replace("\r", "\n"))
     return IMPORTERS[source.kind](text, source)
 
 
 class FileTooLarge(ValueError):
     pass
+
+
+class NotRegularFile(ValueError):
+    """A FIFO, socket or device named like a memory file: never read (a FIFO would block)."""
+
+
+def read_source(path: Path) -> bytes:
+    """The file's bytes, at most ``MAX_FILE_BYTES``. Raises ``FileNotFoundError`` (gone, or a
+    dangling link), ``NotRegularFile``, ``FileTooLarge`` or another ``OSError``. Opened
+    non-blocking and checked on the open descriptor, so a FIFO swapped in after the check cannot
+    hang the caller."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise NotRegularFile(f"{path} is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+        | getattr(os, "O_BINARY", 0)
+    with os.fdopen(os.open(path, flags), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(f"{path} is not a regular file")
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise FileTooLarge(f"{path} is {max(info.st_size, len(data))} bytes (over "
+                           f"{MAX_FILE_BYTES})")
+    return data
 
 
 def sync_body(source: Source, *, user: str, project: str, scope: str, force: bool,

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import functools
 import getpass
+import json
 import os
 import signal
 import sys
@@ -36,6 +37,9 @@ RETRY_MAX_SECONDS = 60.0
 OUTCOMES = ("imported", "unchanged", "skipped-conflict", "reconciled")
 LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
 SYNC_PATH = "/v1/sync/files"
+STATE_FILE = "watch-state.json"
+"""In the data dir: per root fingerprint, the files last synced from it (so a file deleted while
+nothing watched has its memories retired on the next pass)."""
 
 DESCRIPTION = """\
 Import the agents' native memory files into Engram and keep them in sync (files -> Engram).
@@ -105,7 +109,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     syncer = Syncer(client_for(args, settings), user=args.user or getpass.getuser(),
                     scope=args.scope, force=args.force,
                     projects={root: project_for(str(root), configured) for root in roots},
-                    out=sys.stderr)
+                    out=sys.stderr, state=WatchState(settings.data_dir / STATE_FILE))
     if args.once:
         return run_once(syncer, roots)
     stop = threading.Event()
@@ -123,18 +127,97 @@ def cmd_watch(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
+# --- what was synced -----------------------------------------------------------------------------
+
+class WatchState:
+    """``<data dir>/watch-state.json``: per root fingerprint, the files whose memories are in
+    Engram (synced, not yet retired). A pass retires the recorded files it no longer finds."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._roots: dict[str, dict[str, Any]] = {}
+        try:
+            loaded = json.loads(path.read_text("utf-8"))
+            if isinstance(loaded, dict):
+                self._roots = {k: v for k, v in loaded.items() if isinstance(v, dict)}
+        except (OSError, ValueError):
+            pass
+
+    def recorded(self, root: Path) -> list[Any]:
+        """The sources last synced under ``root`` (resolved)."""
+        from watcher.memfiles import Source, root_fingerprint
+
+        files = self._roots.get(root_fingerprint(root), {}).get("files", {})
+        return [Source(str(v[0]), str(v[1]), root, str(k)) for k, v in sorted(files.items())
+                if isinstance(v, list) and len(v) == 2]
+
+    def update(self, source: Any, synced: bool) -> None:
+        from watcher.memfiles import root_fingerprint
+
+        fp = root_fingerprint(source.root)
+        entry = self._roots.setdefault(fp, {"root": str(source.root), "files": {}})
+        files = entry.setdefault("files", {})
+        before = files.get(source.relpath)
+        if synced:
+            files[source.relpath] = [source.tool, source.kind]
+        else:
+            files.pop(source.relpath, None)
+        if files.get(source.relpath) != before:
+            self._save(fp, entry)
+
+    def _save(self, fp: str, entry: dict[str, Any]) -> None:
+        """Re-read, replace this root's entry, write atomically: another `engram watch` of other
+        roots sharing the data dir keeps its entries."""
+        try:
+            current = json.loads(self.path.read_text("utf-8"))
+            current = current if isinstance(current, dict) else {}
+        except (OSError, ValueError):
+            current = {}
+        current[fp] = entry
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            temp.write_text(json.dumps(current, indent=1, sort_keys=True), "utf-8")
+            os.replace(temp, self.path)
+        except OSError as exc:
+            print(f"watch: cannot record what was synced in {self.path}: "
+                  f"{exc.strerror or exc}", file=sys.stderr, flush=True)
+
+
+def survey(roots: list[Path], state: WatchState | None) -> tuple[list[Any], dict[Any, Any],
+                                                                  list[Any]]:
+    """(the sources to sync, each file once under its innermost root; aliases: a source that is
+    the same file as another, mapped to the one synced in its place; stale: sources recorded as
+    synced that are gone or no longer synced, whose memories the pass retires)."""
+    from watcher.memfiles import discover_all, resolve_aliases
+
+    found = list(discover_all(roots))
+    aliases = resolve_aliases(found)
+    sources = [s for s in found if s not in aliases]
+    keep = set(sources)
+    stale = [s for root in roots for s in (state.recorded(root) if state else [])
+             if s not in keep]
+    return sources, aliases, stale
+
+
 # --- one file ------------------------------------------------------------------------------------
+
+class GatewayFailed(Exception):
+    """The gateway answered 5xx: worth retrying (the daemon does, with back-off)."""
+
 
 class Syncer:
     """Posts one file and reports what the gateway did with it, one line per file that changed.
-    Raises ``GatewayUnreachable``; every other failure is logged and counted as an error."""
+    Raises ``GatewayUnreachable`` and ``GatewayFailed`` (HTTP 5xx); every other failure is
+    logged and counted as an error, one line, and the run goes on."""
 
     def __init__(self, client: Any, *, user: str, scope: str, force: bool,
-                 projects: dict[Path, str], out: TextIO) -> None:
+                 projects: dict[Path, str], out: TextIO, state: WatchState | None = None) -> None:
         self.client = client
         self.user, self.scope, self.force = user, scope, force
         self.projects = projects
         self.out = out
+        self.state = state
         self.totals: dict[str, int] = {name: 0 for name in (*OUTCOMES, "errors")}
 
     def log(self, line: str) -> None:
@@ -145,52 +228,75 @@ class Syncer:
             return f"{source.tool} {source.root.name}/{source.relpath}"
         return source.label
 
-    def sync(self, source: Any, *, gone_ok: bool = True) -> str:
-        """Post ``source``; its outcome, ``"error"``, or ``"absent"`` (missing and not
-        ``gone_ok``: nothing to retire)."""
-        from watcher.memfiles import FileTooLarge, sync_body
+    def alias(self, source: Any, primary: Any) -> None:
+        self.log(f"watch: {self.label(source)} is the same file as {self.label(primary)} (a "
+                 f"link); imported once, as {self.label(primary)}")
 
+    def sync(self, source: Any, *, gone_ok: bool = True, retire: bool = False) -> str:
+        """Post ``source``; its outcome, ``"error"``, ``"skipped"`` (not a regular file) or
+        ``"absent"`` (missing and not ``gone_ok``: nothing to retire). ``retire``: post it with
+        no facts whatever is on disk (it is no longer synced as its own file)."""
+        from watcher.memfiles import FileTooLarge, NotRegularFile, read_source, sync_body
+
+        data: bytes | None = None
         try:
-            data: bytes | None = source.path.read_bytes()
+            if not retire:
+                data = read_source(source.path)
         except FileNotFoundError:
             if not gone_ok:
                 return "absent"
-            data = None
+        except NotRegularFile:
+            self.log(f"watch: skipped {self.label(source)}: not a regular file")
+            return "skipped"
+        except FileTooLarge as exc:
+            return self.error(source, f"{exc}; skipped")
         except OSError as exc:
-            return self._error(source, f"cannot read {source.path}: {exc.strerror or exc}")
+            return self.error(source, f"cannot read {source.path}: {exc.strerror or exc}")
         try:
             body = sync_body(source, user=self.user, project=self.projects[source.root],
                              scope=self.scope, force=self.force, data=data)
         except FileTooLarge as exc:
-            return self._error(source, f"{exc}; skipped")
+            return self.error(source, f"{exc}; skipped")
+        except Exception as exc:  # noqa: BLE001 (a parser bug costs one file, not the run)
+            return self.error(source, f"cannot import it ({type(exc).__name__}: "
+                                       f"{_one_line(exc)}); skipped")
         status, answer = self.client.request("POST", SYNC_PATH, body)
         if status == 404:
-            return self._error(source, f"the gateway has no POST {SYNC_PATH} (HTTP 404): "
+            return self.error(source, f"the gateway has no POST {SYNC_PATH} (HTTP 404): "
                                        "upgrade the server")
         if status >= 400 or not isinstance(answer, dict):
             error = answer.get("error", {}) if isinstance(answer, dict) else {}
+            error = error if isinstance(error, dict) else {}
             details = error.get("details")
-            return self._error(source, f"refused (HTTP {status}): {error.get('message', answer)}"
-                                       + (f" {details}" if details else ""))
+            message = (f"refused (HTTP {status}): {error.get('message', answer)}"
+                       + (f" {details}" if details else ""))
+            if status >= 500:
+                raise GatewayFailed(message)
+            return self.error(source, message)
         outcome = str(answer.get("outcome"))
         if outcome not in OUTCOMES:
-            return self._error(source, f"unexpected answer: {answer}")
+            return self.error(source, f"unexpected answer: {answer}")
         self.totals[outcome] += 1
-        self._report(source, outcome, answer, deleted=data is None)
+        self._report(source, outcome, answer, deleted=data is None,
+                     retired=retire and source.path.exists())
+        if self.state is not None and (data is not None or outcome != "skipped-conflict"):
+            # a skipped retirement leaves its memories in Engram: still recorded
+            self.state.update(source, synced=data is not None)
         return outcome
 
-    def _error(self, source: Any, message: str) -> str:
-        self.totals["errors"] += 1
+    def error(self, source: Any, message: str, *, count: bool = True) -> str:
+        self.totals["errors"] += count
         self.log(f"sync error: {self.label(source)}: {message}")
         return "error"
 
     def _report(self, source: Any, outcome: str, answer: dict[str, Any], *,
-                deleted: bool) -> None:
+                deleted: bool, retired: bool = False) -> None:
         label = self.label(source)
         counts = ", ".join(f"{answer[key]} {key}" for key in
                            ("created", "updated", "removed", "reconciled") if answer.get(key))
         if outcome == "imported":
-            what = "file deleted" if deleted else ""
+            what = ("no longer synced as its own file" if retired
+                    else "file deleted" if deleted else "")
             detail = "; ".join(filter(None, [what, counts]))
             self.log(f"synced {label}" + (f": {detail}" if detail else ""))
         elif outcome == "reconciled":
@@ -210,20 +316,28 @@ class Syncer:
                 f"reconciled, {t['errors']} errors")
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or "no message"
+
+
 def run_once(syncer: Syncer, roots: list[Path]) -> int:
     from engram.client import GatewayUnreachable
-    from watcher.memfiles import discover
 
-    for root in roots:
-        for source in discover(root):
-            try:
-                syncer.sync(source, gone_ok=False)
-            except GatewayUnreachable as exc:
-                syncer.log(f"engram: the gateway is not answering ({exc}).\n  Start it with "
-                           "`engram serve`, or point --url / ENGRAM_URL at it; nothing after "
-                           f"{syncer.label(source)} was synced.")
-                syncer.log(syncer.summary())
-                return EXIT_FAILURE
+    sources, aliases, stale = survey(roots, syncer.state)
+    for alias, primary in sorted(aliases.items(), key=lambda a: (str(a[0].root), a[0].relpath)):
+        syncer.alias(alias, primary)
+    work = [(s, False) for s in sources] + [(s, True) for s in stale]
+    for source, retire in work:
+        try:
+            syncer.sync(source, gone_ok=retire, retire=retire)
+        except GatewayFailed as exc:
+            syncer.error(source, str(exc))
+        except GatewayUnreachable as exc:
+            syncer.log(f"engram: the gateway is not answering ({exc}).\n  Start it with "
+                       "`engram serve`, or point --url / ENGRAM_URL at it; nothing after "
+                       f"{syncer.label(source)} was synced.")
+            syncer.log(syncer.summary())
+            return EXIT_FAILURE
     syncer.log(syncer.summary())
     return EXIT_FAILURE if syncer.totals["errors"] else EXIT_OK
 
@@ -322,6 +436,9 @@ class Daemon:
         self._wake = threading.Event()
         self._due: dict[Any, float] = {}  # source -> when to sync it
         self._known: set[Any] = set()  # sources seen on disk: a deletion is sent for these
+        self._aliases: dict[Any, Any] = {}  # a source that is the same file as another -> it
+        self._targets: dict[Path, set[Any]] = {}  # a link's target (no source) -> the links
+        self._backoff: dict[Any, float] = {}  # source -> its back-off after an HTTP 5xx
         self._limit: OSError | None = None
         self._rescan = False
         self._retry = 0.0  # current back-off while the gateway is down; 0 when it answers
@@ -334,9 +451,12 @@ class Daemon:
         from watcher.memfiles import source_for
 
         source = source_for(self.roots, path)
-        if source is not None:
-            with self._lock:
-                self._due[source] = time.monotonic() + self.debounce
+        with self._lock:
+            # a file some source links to: an edit of it is an edit of the source
+            due = [*([source] if source is not None else []), *self._targets.get(path, ())]
+            for each in due:
+                self._due[each] = time.monotonic() + self.debounce
+        if due:
             self._wake.set()
 
     def folder_appeared(self, folder: Path) -> None:
@@ -460,22 +580,45 @@ class Daemon:
             self._rescan_all()
 
     def _pass(self) -> None:
-        from watcher.memfiles import discover
-
-        for root in self.roots:
-            for source in discover(root):
-                with self._lock:
-                    self._known.add(source)
-                self._sync(source)
+        """Every file once, under its innermost root; a file two sources name (a link) once;
+        the files recorded as synced and gone since (the daemon was stopped) retired."""
+        sources, aliases, stale = survey(self.roots, self.syncer.state)
+        with self._lock:
+            self._known.update(sources)
+            self._aliases.update(aliases)
+        for alias, primary in sorted(aliases.items(),
+                                     key=lambda a: (str(a[0].root), a[0].relpath)):
+            self.syncer.alias(alias, primary)
+        for source in sources:
+            self._sync(source)
+        for source in stale:
+            self._sync(source, retire=True)
 
     def _rescan_all(self) -> None:
-        from watcher.memfiles import discover
-
-        found = {source for root in self.roots for source in discover(root)}
+        sources, aliases, _ = survey(self.roots, None)
+        found = {*sources, *aliases}
         with self._lock:
             stale = self._known - found
         for source in found | stale:
             self.touch(source.path)
+
+    def _primary(self, source: Any) -> Any:
+        """The source imported in place of ``source`` when both are the same file (a link),
+        else None. Remembers a link to a file that is no source, so its edits reach the link."""
+        from watcher.memfiles import resolve_aliases, source_for
+
+        real = Path(os.path.realpath(source.path))
+        if real == source.path or not real.exists():
+            return None
+        target = source_for(self.roots, real)
+        if target is not None and target != source:
+            return target
+        with self._lock:
+            peers = [k for k in self._known if k != source
+                     and os.path.realpath(k.path) == str(real)]
+            if not peers:
+                self._targets.setdefault(real, set()).add(source)
+        return resolve_aliases([source, *peers]).get(source)
 
     def _pop_due(self) -> list[Any]:
         now = time.monotonic()
@@ -491,13 +634,39 @@ class Daemon:
                 return 1.0
             return max(0.0, min(1.0, min(self._due.values()) - time.monotonic()))
 
-    def _sync(self, source: Any) -> None:
+    def _sync(self, source: Any, *, retire: bool = False) -> None:
         from engram.client import GatewayUnreachable
 
+        primary = None if retire else self._primary(source)
         with self._lock:
             known = source in self._known
+            if primary is not None:
+                seen = self._aliases.get(source) == primary
+                self._aliases[source] = primary
+                self._known.discard(source)
+                pending = primary not in self._known and primary not in self._due
+            else:
+                self._aliases.pop(source, None)
+        if primary is not None:  # the same file as another source: imported once, as that one
+            if not seen:
+                self.syncer.alias(source, primary)
+            if pending:
+                self.touch(primary.path)
+            recorded = self.syncer.state is not None and source in self.syncer.state.recorded(
+                source.root)
+            if not (known or recorded):
+                return
+            retire = True  # it was imported as its own file: its memories go
         try:
-            outcome = self.syncer.sync(source, gone_ok=known)
+            outcome = self.syncer.sync(source, gone_ok=known or retire, retire=retire)
+        except GatewayFailed as exc:
+            delay = min(RETRY_MAX_SECONDS, max(1.0, self._backoff.get(source, 0.0) * 2))
+            self.syncer.error(source, f"{exc}; retrying in {delay:g}s",
+                              count=source not in self._backoff)
+            self._backoff[source] = delay
+            with self._lock:
+                self._due.setdefault(source, time.monotonic() + delay)
+            return
         except GatewayUnreachable as exc:
             if not self._retry:
                 self.syncer.log(f"watch: the gateway is not answering ({exc}); retrying "
@@ -509,6 +678,9 @@ class Daemon:
         if self._retry:
             self.syncer.log("watch: the gateway answers again")
             self._retry = 0.0
+        self._backoff.pop(source, None)
+        if retire:
+            return
         with self._lock:
             if source.path.exists():
                 self._known.add(source)
