@@ -80,6 +80,17 @@ def api(gateway: Any) -> Api:
 
 
 @pytest.fixture
+def served(tmp_path: Path) -> Iterator[Any]:
+    """A real `engram serve` (embedded, its own data and config dirs), stopped afterwards."""
+    from tests.support import Cluster
+
+    cluster = Cluster(tmp_path)
+    cluster.serve()
+    yield cluster
+    cluster.stop_all()
+
+
+@pytest.fixture
 def own_api(tmp_path: Path) -> Iterator[Api]:
     """A client of a gateway of this test's own, for tests whose data has fixed ids (fixture
     transcripts) and so cannot share the module's gateway."""

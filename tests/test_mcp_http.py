@@ -13,7 +13,6 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -68,11 +67,8 @@ async def error_of(session: ClientSession, tool: str, **arguments: Any) -> str:
 # --- against a real `engram serve` ----------------------------------------------------------
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    made = Cluster(tmp_path)
-    made.serve()
-    yield made
-    made.stop_all()
+def cluster(served: Cluster) -> Cluster:
+    return served
 
 
 @pytest.mark.slow

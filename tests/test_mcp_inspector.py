@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,8 @@ def inspector() -> Path:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    made = Cluster(tmp_path)
-    made.serve()
-    yield made
-    made.stop_all()
+def cluster(served: Cluster) -> Cluster:
+    return served
 
 
 def run(cluster: Cluster, server: list[str], *args: str) -> tuple[int, Any, str]:

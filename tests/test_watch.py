@@ -474,11 +474,8 @@ AGENTS_MD = """\
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    cluster.serve()
-    yield cluster
-    cluster.stop_all()
+def server(served: Cluster) -> Cluster:
+    return served
 
 
 def watch_once(cluster: Cluster, repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
