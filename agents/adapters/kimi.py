@@ -10,6 +10,7 @@ context block as it is; every other event prints nothing.
 from __future__ import annotations
 
 from agents.adapters._common import epoch_seconds, obj, opt_str
+from agents.adapters.claude_code import EVENTS as CLAUDE_EVENTS
 from agents.contract import HookEvent, text, valid_id, valid_path
 
 TYPE_CHECKING = False
@@ -18,19 +19,8 @@ if TYPE_CHECKING:
 
 HOST = "kimi"
 DISPLAY = "Kimi Code"
-EVENTS = {
-    "SessionStart": "session_start",
-    "UserPromptSubmit": "prompt",
-    "PreToolUse": "tool_pre",
-    "PostToolUse": "tool_post",
-    "PostToolUseFailure": "tool_failure",
-    "Stop": "agent_response",
-    "StopFailure": "other",
-    "SubagentStop": "subagent_stop",
-    "PreCompact": "compact",
-    "Notification": "notification",
-    "SessionEnd": "session_end",
-}
+EVENTS = {**CLAUDE_EVENTS, "StopFailure": "other"}
+"""Claude Code's hook events, which Kimi copied, and its StopFailure."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:
