@@ -138,10 +138,14 @@ class WatchState:
         self._roots: dict[str, dict[str, Any]] = {}
         try:
             loaded = json.loads(path.read_text("utf-8"))
-            if isinstance(loaded, dict):
-                self._roots = {k: v for k, v in loaded.items() if isinstance(v, dict)}
-        except (OSError, ValueError):
-            pass
+        except FileNotFoundError:
+            return  # the first run
+        except (OSError, ValueError) as exc:
+            print(f"engram watch: cannot read {path} ({exc}); starting afresh: files deleted "
+                  "before this run are not retired", file=sys.stderr)
+            return
+        if isinstance(loaded, dict):
+            self._roots = {k: v for k, v in loaded.items() if isinstance(v, dict)}
 
     def recorded(self, root: Path) -> list[Any]:
         """The sources last synced under ``root`` (resolved)."""
