@@ -22,6 +22,7 @@ Engram: persistent, searchable memory for coding agents.
 Start here:  engram serve        (embedded: one process, no other server needed)
 Then:        engram demo         (seeds example sessions and shows recall)
              engram status       (what is wrong and how to fix it)
+Connect:     engram connect claude-code --with-hooks   (or codex, cursor, ...: --list)
 Settings come from ENGRAM_* variables and <config dir>/engram.env; see docs/configuration.md.
 """
 
