@@ -94,7 +94,9 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
         prof_lines.append("- Frequent commands: " + ", ".join(f"`{c}`" for c in prof["topCommands"]))
     if prof["concepts"]:
         prof_lines.append("- Concepts: " + ", ".join(prof["concepts"]))
-    sections.append(("## Project profile", prof_lines))
+    if prof["observations"]:
+        # a project with nothing recorded has no profile worth a line of the agent's context
+        sections.append(("## Project profile", prof_lines))
 
     mem_lines = [f"- {item['text']}" for item in find(8, ("memory",))]
     if not mem_lines:
