@@ -175,7 +175,8 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
     from agents.transport import PERMANENT, Unreachable
 
     requests = requests_for(event, started)
-    if event.kind != "session_start" and _spool_waiting(settings):
+    waiting = _spool_waiting(settings)  # once: a stat and a listdir on every hook
+    if waiting and event.kind != "session_start":
         # Older events wait in the spool: this one goes behind them, or a session could end
         # (and be summarised) before its spooled events arrive. A session start still asks the
         # gateway directly, for its context; its timestamp keeps a late replay harmless.
@@ -211,7 +212,7 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
             _report(settings, event.host, event.hook, "the gateway refused the secret (HTTP "
                     "401); the event was spooled. Set ENGRAM_SECRET to the server's secret.")
         return context
-    if _spool_waiting(settings):
+    if waiting:  # the gateway answers again: send what waited (a session start got here)
         _drain_in_background()
     return context
 
