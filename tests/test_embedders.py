@@ -285,12 +285,34 @@ def test_local_batches_internally(local: LocalMiniLMEmbedder) -> None:
                        atol=1e-4)
 
 
+def test_local_token_budget_keeps_order_and_vectors(local: LocalMiniLMEmbedder) -> None:
+    # a budget of 64 padded tokens puts the long texts alone and the short ones together
+    tight = LocalMiniLMEmbedder(batch_tokens=64)
+    texts = [SENTENCES[-3], "x", SENTENCES[0], SENTENCES[-1], "retry with backoff"]
+    assert np.allclose(np.array(tight.embed(texts)), np.array(local.embed(texts)), atol=1e-4)
+
+
+def test_length_batches_respect_both_bounds() -> None:
+    from engram.embedders.local import length_batches
+
+    lengths = [300, 5, 40, 40, 12, 100, 7, 64, 64, 64]
+    batches = length_batches(lengths, max_texts=3, max_tokens=128)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) <= 3
+        assert len(batch) == 1 or len(batch) * longest <= 128
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)  # shortest first: little padding
+    assert [300] in [[lengths[i] for i in b] for b in batches]  # too long for the budget: alone
+
+
 def test_local_loads_once_across_threads() -> None:
     from engram.embedders import local as module
 
     results: list[object] = []
     threads = [threading.Thread(target=lambda: results.append(
-        module._runtime(default_model_path(), module.default_tokenizer_path())))
+        module._runtime(default_model_path(), module.default_tokenizer_path(), 1)))
         for _ in range(4)]
     for thread in threads:
         thread.start()

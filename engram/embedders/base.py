@@ -51,12 +51,14 @@ def is_asymmetric(embedder: object) -> bool:
     return callable(getattr(embedder, "embed_query", None))
 
 
-def local_embedder(model: str, batch_size: int = 32) -> Embedder:
+def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 1024,
+                   threads: int = 1) -> Embedder:
     """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
     if model == "minilm":
         from engram.embedders.local import LocalMiniLMEmbedder
 
-        return LocalMiniLMEmbedder(batch_size=batch_size)
+        return LocalMiniLMEmbedder(batch_size=batch_size, batch_tokens=batch_tokens,
+                                   threads=threads)
     if model == "e5-small":
         from engram.embedders.e5 import LocalE5Embedder
 
@@ -89,7 +91,9 @@ def embedder_from_settings(settings: Settings) -> Embedder | None:
     if kind == "none":
         return None
     if kind == "local":
-        return local_embedder(settings.local_model, settings.embedding_batch)
+        return local_embedder(settings.local_model, settings.embedding_batch,
+                              batch_tokens=settings.embedding_batch_tokens,
+                              threads=settings.embedding_threads)
     if kind == "openai":
         from engram.embedders.openai import OpenAIEmbedder
 
