@@ -282,6 +282,11 @@ def command_concepts(command: str) -> list[str]:
     return [c for prog, args in _segments(command) for c in _program_concepts(prog, args)]
 
 
+def is_error_line(line: str) -> bool:
+    """True for a line that reports a failure (an exception, ``error:``, FAILED, ...)."""
+    return bool(_ERROR_RE.search(line)) and not _NOT_AN_ERROR.search(line)
+
+
 def _scan_errors(text: str) -> list[str]:
     if len(text) > SCAN_CHARS:
         text = text[: SCAN_CHARS // 5] + "\n" + text[-(SCAN_CHARS * 4 // 5) :]

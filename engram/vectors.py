@@ -6,9 +6,9 @@ Embedded mode opens a PersistentClient in ``<data dir>/chroma``; with ``ENGRAM_C
 process talks to one Chroma server (required when the gateway and the workers are separate
 processes: a PersistentClient is not shared across processes).
 
-The index follows the store through the derive queue (target ``vector``): the ``embed`` task
-claims changes, embeds the bodies in batches and upserts or deletes by document id, which makes
-a repeated batch harmless. A collection seen for the first time (a new model, or vectors just
+The index follows the store through the derive queue (target ``vector``): a drain claims
+changes, embeds each body's gist (``engram.gist``) in batches and upserts or deletes by document
+id, which makes a repeated batch harmless. A collection seen for the first time (a new model, or vectors just
 turned on) is back-filled: every indexed document is queued, and the collection is marked once
 that is committed, so a crash in between queues them again rather than leaving gaps. The server
 always starts: when the embedder or Chroma cannot be used, ``VectorIndex.problem`` says why and
@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from engram import derive
 from engram.embedders.base import Embedder, EmbedderError
+from engram.gist import gist
 from engram.keyword import KeywordHit
 from engram.scope import Scope
 
@@ -167,7 +168,7 @@ class VectorIndex:
         upserts = [c.doc for c in changes if c.op == derive.UPSERT and c.doc is not None]
         deletes = [c.doc_id for c in changes if c.op != derive.UPSERT or c.doc is None]
         if upserts:
-            vectors = self.embedder.embed([doc.body for doc in upserts])
+            vectors = self.embedder.embed([gist(doc.kind, doc.body) for doc in upserts])
             by_project: dict[str, list[int]] = {}
             for i, doc in enumerate(upserts):
                 by_project.setdefault(doc.project, []).append(i)
