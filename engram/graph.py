@@ -20,6 +20,7 @@ and edges are filtered by agent (and documents by kind) in the SQL that ranks th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections import Counter
@@ -396,14 +397,6 @@ def document_columns(conn: Connection, docs: Sequence[KeywordDoc]) -> dict[str, 
 # --- maintaining the graph ----------------------------------------------------------------
 
 
-def _insert(conn: Connection):  # type: ignore[no-untyped-def]
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
-    return dialect_insert
-
-
 def apply(conn: Connection, changes: Sequence[Change]) -> None:
     """Bring the graph up to date with claimed derive-queue changes (in the caller's write
     transaction): each document's previous contribution is removed, an upsert adds the new one.
@@ -505,19 +498,46 @@ def _edits(session: int, files: Sequence[int]) -> list[tuple[int, int, str]]:
     return [t for f in files for t in ((session, f, "edits"), (f, session, "edited_in"))]
 
 
+@functools.lru_cache(maxsize=4)
+def _statements(dialect: str) -> dict[str, Any]:
+    """The maintenance statements of one dialect, built once: building an upsert (its
+    ``excluded`` columns, its ``case``) cost more than running it, ~40 % of a document's graph
+    time (measured with cProfile on the spine benchmark's realistic corpus)."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+    t = graph_entities
+    ins = dialect_insert(t)
+    entities = ins.on_conflict_do_update(
+        index_elements=[t.c.project, t.c.type, t.c.key],
+        set_={"doc_count": t.c.doc_count + 1,
+              "first_seen": case((ins.excluded.first_seen < t.c.first_seen,
+                                  ins.excluded.first_seen), else_=t.c.first_seen),
+              "last_seen": case((ins.excluded.last_seen > t.c.last_seen,
+                                 ins.excluded.last_seen), else_=t.c.last_seen)},
+    ).returning(t.c.id, t.c.type, t.c.key)
+    e = graph_edges
+    ins_edges = dialect_insert(e)
+    edges_up = ins_edges.on_conflict_do_update(
+        index_elements=[e.c.src, e.c.dst, e.c.relation, e.c.agent],
+        set_={"weight": e.c.weight + ins_edges.excluded.weight})
+    edges_down = update(e).where(
+        e.c.src == bindparam("s"), e.c.dst == bindparam("d"), e.c.relation == bindparam("r"),
+        e.c.agent == bindparam("a")).values(weight=e.c.weight - bindparam("n"))
+    m = graph_session_members
+    join = dialect_insert(m).values(
+        session_id=bindparam("sid"), agent=bindparam("agent"), entity_id=bindparam("eid"),
+        refs=1, paired=0).on_conflict_do_update(
+        index_elements=[m.c.session_id, m.c.agent, m.c.entity_id],
+        set_={"refs": m.c.refs + 1}).returning(m.c.refs)
+    return {"entities": entities, "edges_up": edges_up, "edges_down": edges_down, "join": join}
+
+
 def _upsert_entities(conn: Connection, project: str, entities: Sequence[Entity],
                      at: float) -> dict[tuple[str, str], int]:
     """Insert or count one more document for each entity; their ids by (type, key)."""
-    t = graph_entities
-    stmt = _insert(conn)(t)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[t.c.project, t.c.type, t.c.key],
-        set_={"doc_count": t.c.doc_count + 1,
-              "first_seen": case((stmt.excluded.first_seen < t.c.first_seen,
-                                  stmt.excluded.first_seen), else_=t.c.first_seen),
-              "last_seen": case((stmt.excluded.last_seen > t.c.last_seen,
-                                 stmt.excluded.last_seen), else_=t.c.last_seen)},
-    ).returning(t.c.id, t.c.type, t.c.key)
+    stmt = _statements(conn.dialect.name)["entities"]
     # one cached statement run as executemany (insertmanyvalues batches it into one INSERT);
     # sorted so concurrent writers lock rows in the same order
     rows = sorted(({"project": project, "type": x.type, "key": x.key, "alias": x.alias,
@@ -531,30 +551,23 @@ def _bump(conn: Connection, edges: Iterable[tuple[int, int, str]], agent: str,
     counted = Counter(edges)
     if not counted:
         return
-    t = graph_edges
+    statements = _statements(conn.dialect.name)
     if delta > 0:
-        stmt = _insert(conn)(t)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=[t.c.src, t.c.dst, t.c.relation, t.c.agent],
-            set_={"weight": t.c.weight + stmt.excluded.weight}), [
+        conn.execute(statements["edges_up"], [
             {"src": s, "dst": d, "relation": r, "agent": agent, "weight": n * delta}
             for (s, d, r), n in sorted(counted.items())])
         return
-    conn.execute(update(t).where(
-        t.c.src == bindparam("s"), t.c.dst == bindparam("d"), t.c.relation == bindparam("r"),
-        t.c.agent == bindparam("a")).values(weight=t.c.weight - bindparam("n")),
-        [{"s": s, "d": d, "r": r, "a": agent, "n": n * -delta}
-         for (s, d, r), n in sorted(counted.items())])
+    conn.execute(statements["edges_down"],
+                 [{"s": s, "d": d, "r": r, "a": agent, "n": n * -delta}
+                  for (s, d, r), n in sorted(counted.items())])
 
 
 def _join_session(conn: Connection, session_id: str, agent: str, members: Sequence[int]) -> None:
     t = graph_session_members
+    join = _statements(conn.dialect.name)["join"]
     for entity in sorted(set(members)):
-        stmt = _insert(conn)(t).values(session_id=session_id, agent=agent, entity_id=entity,
-                                        refs=1, paired=0)
-        refs = conn.execute(stmt.on_conflict_do_update(
-            index_elements=[t.c.session_id, t.c.agent, t.c.entity_id],
-            set_={"refs": t.c.refs + 1}).returning(t.c.refs)).scalar_one()
+        refs = conn.execute(join, {"sid": session_id, "agent": agent, "eid": entity}
+                            ).scalar_one()
         if refs != 1:
             continue
         others = list(conn.execute(select(t.c.entity_id).where(
