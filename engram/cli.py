@@ -15,6 +15,8 @@ from engram import __version__
 from engram.settings import Settings, SettingsError, load_settings
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+IMPORT_CHUNK_ITEMS = 2000
+"""Items `engram import` sends per request."""
 
 DESCRIPTION = """\
 Engram: persistent, searchable memory for coding agents.
@@ -61,10 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--concurrency", "-c", type=int, help="worker processes (default "
                    "ENGRAM_WORKER_CONCURRENCY)")
-    p.add_argument("--queues", "-Q", default="observe,summarize,maintenance,embed,graph",
-                   help="comma-separated queues to consume (default: all)")
-    p.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"),
-                   help="Celery pool implementation (default prefork)")
+    p.add_argument("--queues", "-Q", default="capture,maintenance,embed,graph",
+                   help="comma-separated queues to consume: capture (observe), maintenance "
+                   "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
+                   "pools per queue so capture never waits behind derived work, e.g. "
+                   "`-Q capture,maintenance -c 2` and `-Q embed,graph -c 1` "
+                   "(docs/operations.md)")
+    p.add_argument("--pool", default="auto", choices=("auto", "prefork", "threads", "solo"),
+                   help="Celery pool (default auto: threads when the worker embeds, so its "
+                   "threads share one model in one process; prefork otherwise)")
     p.add_argument("--name", "-n", default=None,
                    help="worker node name (default engram-<pid>@<host>: unique per process)")
 
@@ -166,6 +173,7 @@ def _distributed_only(settings: Settings, what: str) -> int | None:
 
 def _celery_for(settings: Settings) -> Any:
     """Logging, dirs, migrations and the configured Celery app, for worker and beat."""
+    from engram.memory import bound_heap
     from engram.server import prepare_dirs, setup_logging
     from engram.store import Store
     from tasks import runtime
@@ -173,6 +181,7 @@ def _celery_for(settings: Settings) -> Any:
 
     setup_logging(settings.log_level)
     prepare_dirs(settings)
+    bound_heap()
     Store.open(settings.database_url).close()  # migrate once, before a pool forks
     runtime.configure(settings)
     return configure(settings)
@@ -183,10 +192,23 @@ def cmd_worker(args: argparse.Namespace) -> int:
     refused = _distributed_only(settings, "worker")
     if refused is not None:
         return refused
+    from tasks.app import ALL_QUEUES, EMBED_QUEUE, LEGACY_QUEUES
+
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    unknown = sorted(set(queues) - set(ALL_QUEUES))
+    if unknown or not queues:
+        print(f"engram: unknown queue(s) {', '.join(unknown) or '(none given)'}; the queues are "
+              f"{', '.join(q for q in ALL_QUEUES if q not in LEGACY_QUEUES)}", file=sys.stderr)
+        return EXIT_USAGE
+    if "capture" in queues:
+        queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
+    pool = args.pool
+    if pool == "auto":
+        pool = "threads" if EMBED_QUEUE in queues and settings.embedder != "none" else "prefork"
     _celery_for(settings).worker_main([
-        "worker", "--loglevel", settings.log_level, "--pool", args.pool,
+        "worker", "--loglevel", settings.log_level, "--pool", pool,
         "--concurrency", str(args.concurrency or settings.worker_concurrency),
-        "--queues", args.queues, "--hostname", args.name or f"engram-{os.getpid()}@%h",
+        "--queues", ",".join(queues), "--hostname", args.name or f"engram-{os.getpid()}@%h",
         "--without-gossip",
         "--without-mingle",
     ])
@@ -281,7 +303,20 @@ def render_status(report: dict[str, Any], url: str) -> str:
         lines.append(f"  inbox:        {inbox.get('waiting', 0)} waiting of "
                      f"{inbox.get('capacity')} (pending {inbox.get('pending', 0)}, processing "
                      f"{inbox.get('processing', 0)}, retrying {inbox.get('retrying', 0)})")
+        oldest = inbox.get("oldestWaitingSeconds") or 0
+        if oldest:
+            lines[-1] += f", oldest {oldest:.0f}s"
         lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
+    derived = report.get("derived") or {}
+    if derived:
+        lines.append("  derived lag:  " + ", ".join(
+            f"{target} {lag.get('pending', 0)} queued"
+            + (f" (oldest {lag.get('lagSeconds', 0):.0f}s)" if lag.get("pending") else "")
+            for target, lag in derived.items()))
+    memory = report.get("memory") or {}
+    for who, mem in (memory.get("processes") or {}).items():
+        lines.append(f"  memory:       {who} {mem.get('rssMb', 0):.0f} MB (peak "
+                     f"{mem.get('peakRssMb', 0):.0f}) of {memory.get('budgetMb')} MB")
     sweeper = report.get("sweeper")
     if sweeper:
         ago = sweeper.get("lastSweepSecondsAgo")
@@ -342,9 +377,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"engram: {args.file} is not JSON: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = client_for(args, settings).call("POST", "/v1/import",
-                                          {"data": document, "strategy": args.strategy})
-    counts = result["imported"]
+    from engram.transfer import InvalidImport, chunks, validate
+
+    try:
+        validate(document, args.strategy)  # whole, before anything is sent
+    except InvalidImport as exc:
+        problems = "; ".join(f"{k}: {v}" for k, v in list(exc.fields.items())[:5])
+        print(f"engram: {args.file} is not an Engram export: {problems}", file=sys.stderr)
+        return EXIT_USAGE
+    client = client_for(args, settings)
+    counts: dict[str, int] = {}
+    parts = chunks(document, args.strategy, IMPORT_CHUNK_ITEMS)
+    done = 0
+    total = sum(len(document.get(k, [])) for k in ("sessions", "observations", "memories"))
+    for part, strategy, size in parts:
+        # Bounded requests: each one is a few short transactions on the server, so capture
+        # keeps flowing between them, and Ctrl-C stops between two (a re-run completes it).
+        result = client.call("POST", "/v1/import", {"data": part, "strategy": strategy})
+        for key, value in result["imported"].items():
+            counts[key] = counts.get(key, 0) + int(value)
+        done += size
+        if total > IMPORT_CHUNK_ITEMS:
+            print(f"  {done}/{total} items", file=sys.stderr)
     print(f"imported ({args.strategy}): {counts['sessions']} sessions, "
           f"{counts['observations']} observations, {counts['memories']} memories; "
           f"{counts['updated']} updated, {counts['skipped']} skipped")

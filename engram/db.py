@@ -160,6 +160,13 @@ def _import_ledger(conn: Connection) -> None:
     schema.import_ledger.create(conn, checkfirst=True)
 
 
+def _inbox_session_index(conn: Connection) -> None:
+    """An index on the inbox's session id: the capture task asks, for each event of an ended
+    session, whether the session still has events waiting (its summary follows the last)."""
+    index = next(i for i in schema.capture_inbox.indexes if i.name == "ix_capture_inbox_session")
+    index.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -170,6 +177,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (5, "derived index queue and document bodies", _derive_queue),
     (6, "knowledge graph tables", _graph_tables),
     (7, "memory-file sync ledger and memory provenance", _import_ledger),
+    (8, "capture inbox index by session", _inbox_session_index),
 )
 
 

@@ -135,6 +135,13 @@ def pending(conn: Connection, target: str) -> int:
         derive_queue.c.target == target)).scalar_one())
 
 
+def oldest_enqueued(conn: Connection, target: str) -> float | None:
+    """When the oldest change still queued for ``target`` was queued (None: nothing queued)."""
+    value = conn.execute(select(func.min(derive_queue.c.enqueued_at)).where(
+        derive_queue.c.target == target)).scalar()
+    return None if value is None else float(value)
+
+
 def last_error(conn: Connection, target: str) -> str | None:
     return conn.execute(select(derive_queue.c.last_error).where(
         derive_queue.c.target == target, derive_queue.c.last_error.is_not(None))

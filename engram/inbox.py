@@ -10,9 +10,10 @@ task was lost. The ledger is never emptied, so a replayed eventId stays a duplic
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engram.events import Event
@@ -56,6 +57,19 @@ def _existing(conn: Connection, event_id: str) -> Acceptance | None:
         # Accepted before and failing: the client learns it is being retried, not lost.
         return Acceptance("accepted", event_id, row.observation_id, RETRYING)
     return Acceptance("duplicate", event_id, row.observation_id, state)
+
+
+def has_work(conn: Connection) -> bool:
+    """True while a worker has capture work now: an entry pending, being processed, or due for
+    its retry. The embedded derived lane yields to capture while this holds."""
+    at = now()
+    return conn.execute(
+        select(capture_inbox.c.event_id).where(or_(
+            capture_inbox.c.state.in_((PENDING, PROCESSING)),
+            and_(capture_inbox.c.state == RETRYING,
+                 func.coalesce(capture_inbox.c.next_attempt_at, 0) <= at),
+        )).limit(1)
+    ).first() is not None
 
 
 def waiting_count(conn: Connection) -> int:
@@ -164,37 +178,86 @@ def fail(
     return delay
 
 
-def due_for_dispatch(store: Store, lease_seconds: float, *, everything: bool = False,
-                     limit: int = 5000) -> list[str]:
-    """Entries whose task is presumed lost, marked as dispatched again now.
+def unclaimed_count(conn: Connection) -> int:
+    """Entries that should each have a task waiting in the broker: pending or retrying."""
+    return int(conn.execute(
+        select(func.count()).select_from(capture_inbox)
+        .where(capture_inbox.c.state.in_((PENDING, RETRYING)))
+    ).scalar_one())
 
-    ``everything`` takes every waiting entry (an embedded server starting: its in-memory broker
-    died with the previous process, so nothing queued survived).
-    """
+
+def _mark_dispatched(conn: Connection, ids: list[str], at: float) -> None:
+    for start in range(0, len(ids), 500):
+        conn.execute(update(capture_inbox).where(capture_inbox.c.event_id.in_(ids[start:start + 500]))
+                     .values(dispatched_at=at))
+
+
+def dispatch_expired_claims(store: Store, limit: int) -> list[str]:
+    """``processing`` entries whose claim expired (their worker died): each is returned once per
+    expiry, marked as dispatched now, so the sweeper sends it once, not at every sweep."""
     at = now()
-    cutoff = at - lease_seconds
-    condition: ColumnElement[bool]
-    if everything:
-        condition = capture_inbox.c.state.in_(WAITING_STATES)
-    else:
-        condition = or_(
-            and_(capture_inbox.c.state == PENDING, capture_inbox.c.dispatched_at < cutoff),
-            and_(capture_inbox.c.state == RETRYING,
-                 func.coalesce(capture_inbox.c.next_attempt_at, 0) < cutoff),
-            # A claim that expired: its worker died. Dispatch once per expiry (or once per
-            # lease if that dispatch was lost too), not on every sweep.
-            and_(capture_inbox.c.state == PROCESSING, capture_inbox.c.claimed_until < at,
-                 or_(capture_inbox.c.dispatched_at < capture_inbox.c.claimed_until,
-                     capture_inbox.c.dispatched_at < cutoff)),
-        )
     with store.write() as conn:
         ids = list(conn.execute(
-            select(capture_inbox.c.event_id).where(condition)
+            select(capture_inbox.c.event_id).where(
+                capture_inbox.c.state == PROCESSING, capture_inbox.c.claimed_until < at,
+                capture_inbox.c.dispatched_at < capture_inbox.c.claimed_until)
             .order_by(capture_inbox.c.created_at).limit(limit)
         ).scalars())
-        if ids:
-            conn.execute(update(capture_inbox).where(capture_inbox.c.event_id.in_(ids))
-                         .values(dispatched_at=at))
+        _mark_dispatched(conn, ids, at)
+    return ids
+
+
+def dispatch_missing(store: Store, queued: set[str], delivered: Mapping[str, float],
+                     grace_seconds: float, limit: int) -> list[str]:
+    """Pending and retrying entries whose task the broker does not hold, oldest first, marked as
+    dispatched now.
+
+    ``queued``: event ids of tasks waiting in the broker's queues: held. ``delivered``: event id
+    -> when its task was delivered to a worker that has not acknowledged it. A delivered task is
+    held while its worker can still be alive: a pending entry's for ``grace_seconds`` after
+    delivery (a live worker claims what it takes at once), a retrying entry's until
+    ``grace_seconds`` past its retry time (the worker holds the countdown until then). Past
+    that its worker died with it. An entry dispatched less than ``grace_seconds`` ago is left
+    alone: its task may be on its way to the broker. An entry merely waiting its turn is
+    queued, so a long backlog is never sent twice.
+    """
+    at = now()
+    cutoff = at - grace_seconds
+    with store.write() as conn:
+        rows = conn.execute(
+            select(capture_inbox.c.event_id, capture_inbox.c.state,
+                   capture_inbox.c.next_attempt_at).where(
+                capture_inbox.c.state.in_((PENDING, RETRYING)),
+                capture_inbox.c.dispatched_at < cutoff)
+            .order_by(capture_inbox.c.created_at)
+        )
+        ids = []
+        for row in rows:
+            if row.event_id in queued:
+                continue
+            delivered_at = delivered.get(row.event_id)
+            if delivered_at is not None:
+                held_until = (delivered_at if row.state == PENDING
+                              else max(delivered_at, row.next_attempt_at or 0.0))
+                if held_until + grace_seconds > at:
+                    continue
+            ids.append(row.event_id)
+            if len(ids) >= limit:
+                break
+        _mark_dispatched(conn, ids, at)
+    return ids
+
+
+def dispatch_all_waiting(store: Store) -> list[str]:
+    """Every waiting entry, marked as dispatched now: for an embedded server starting, whose
+    in-memory broker died with the previous process (nothing queued survived)."""
+    at = now()
+    with store.write() as conn:
+        ids = list(conn.execute(
+            select(capture_inbox.c.event_id).where(capture_inbox.c.state.in_(WAITING_STATES))
+            .order_by(capture_inbox.c.created_at)
+        ).scalars())
+        _mark_dispatched(conn, ids, at)
     return ids
 
 

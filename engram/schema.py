@@ -132,6 +132,7 @@ capture_inbox = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_capture_inbox_state", "state"),
+    Index("ix_capture_inbox_session", "session_id", "state"),
 )
 
 # The event ledger remembers every accepted eventId for good, so a replay is a duplicate even

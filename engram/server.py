@@ -13,7 +13,9 @@ from typing import Any
 
 from flask import Flask
 
+from engram import inbox
 from engram import secret as secret_mod
+from engram.memory import bound_heap
 from engram.settings import Settings
 from engram.status import redact_url
 from engram.store import Store
@@ -53,15 +55,24 @@ class Gateway:
     embedded: Any = None  # tasks.embedded.EmbeddedWorker, once started
 
     def start_worker(self) -> None:
-        """Start the in-process worker and scheduler (embedded mode only)."""
+        """Start the in-process worker, the derived lane and the scheduler (embedded mode)."""
+        from engram.lane import DerivedLane
         from tasks import runtime
         from tasks.embedded import EmbeddedWorker
 
         if not self.settings.embedded or self.embedded is not None:
             return
+        store = self.store
+
+        def capture_busy() -> bool:
+            with store.read() as conn:
+                return inbox.has_work(conn)
+
+        lane = DerivedLane(store, self.vectors, capture_busy=capture_busy,
+                           vector_batch=self.settings.embedding_batch)
         # the in-process worker shares this store and vector index
-        runtime.configure(self.settings, self.store, self.vectors)
-        self.embedded = EmbeddedWorker(self.settings)
+        runtime.configure(self.settings, self.store, self.vectors, lane=lane)
+        self.embedded = EmbeddedWorker(self.settings, lane)
         self.embedded.start()
 
     def worker_alive(self) -> bool:
@@ -85,6 +96,7 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     from tasks.app import configure
 
     prepare_dirs(settings)
+    bound_heap()
     store = Store.open(settings.database_url)
     configure(settings)
     gateway = Gateway(settings, store, secret_mod.load_or_create(settings),
@@ -108,10 +120,8 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
 
 
 def _open_vectors(gateway: Gateway) -> None:
-    if gateway.vectors.index() is not None and gateway.settings.embedded:
-        from tasks.embed import embed
-
-        embed.apply_async()
+    if gateway.vectors.index() is not None and gateway.embedded is not None:
+        gateway.embedded.lane.kick()  # a back-fill may have been queued
 
 
 def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
@@ -163,10 +173,31 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
         server.run()  # returns after Ctrl-C or SIGTERM
     finally:
         announce("Stopping…")
+        # Whatever is still running (an embedding batch, an import, a slow request) must not
+        # keep the process: everything durable is already committed, and what was cut short
+        # is still in the inbox or the derive queue for the next start.
+        deadline = threading.Timer(STOP_DEADLINE_SECONDS, _exit_now, args=(announce,))
+        deadline.daemon = True
+        deadline.start()
         server.close()
         gateway.close()
+        deadline.cancel()
     announce("Stopped.")
     return 0
+
+
+STOP_DEADLINE_SECONDS = 4.0
+"""After SIGTERM or Ctrl-C the server is gone within this long (plus the exit itself)."""
+
+
+def _exit_now(announce: Callable[[str], None]) -> None:
+    import os
+
+    announce(f"Stopped (work still running after {STOP_DEADLINE_SECONDS:.0f}s was cut short; "
+             "it resumes from the inbox at the next start).")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def drain_spool(settings: Settings, port: int) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import Connection, exists, or_, select, update
 
 from engram.pagination import keyset_page
-from engram.schema import sessions
+from engram.schema import capture_inbox, sessions
 from engram.scope import Scope
 from engram.store import Store, insert_ignore, iso, loads, now
 
@@ -59,6 +59,35 @@ def get(store: Store, session_id: str) -> dict[str, Any] | None:
     with store.read() as conn:
         row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
     return to_dict(row) if row is not None else None
+
+
+_WAITING = ("pending", "processing", "retrying")  # engram.inbox.WAITING_STATES (no import cycle)
+
+
+def summary_due(conn: Connection, session_id: str) -> bool:
+    """True when the session has ended, has no summary yet and none of its captured events is
+    still waiting: the moment to summarise it. Checked by the capture task after it stores an
+    event, so the summary follows the session's last event instead of polling for it."""
+    row = conn.execute(select(sessions.c.status, sessions.c.summary)
+                       .where(sessions.c.id == session_id)).first()
+    if row is None or row.status != "ended" or row.summary is not None:
+        return False
+    return conn.execute(select(capture_inbox.c.event_id).where(
+        capture_inbox.c.session_id == session_id,
+        capture_inbox.c.state.in_(_WAITING)).limit(1)).first() is None
+
+
+def awaiting_summary(conn: Connection, ended_before: float, limit: int) -> list[str]:
+    """Sessions ended before ``ended_before`` with no summary and no event still waiting:
+    their summary task was lost (or never sent), oldest first."""
+    waiting = exists().where(capture_inbox.c.session_id == sessions.c.id,
+                             capture_inbox.c.state.in_(_WAITING))
+    return list(conn.execute(
+        select(sessions.c.id).where(
+            sessions.c.status == "ended", sessions.c.summary.is_(None),
+            sessions.c.ended_at < ended_before, ~waiting)
+        .order_by(sessions.c.ended_at).limit(limit)
+    ).scalars())
 
 
 def save_summary(conn: Connection, session_id: str, text: str, data: str) -> None:

@@ -155,8 +155,9 @@ SETTINGS: tuple[Spec, ...] = (
     Spec("ENGRAM_SWEEP_INTERVAL_SECONDS", "sweep_interval_seconds", _positive_float, 15.0,
          "How often the inbox sweeper looks for entries whose task was lost."),
     Spec("ENGRAM_INBOX_LEASE_SECONDS", "inbox_lease_seconds", _positive_float, 60.0,
-         "How long an inbox entry may stay dispatched or claimed without progress before the "
-         "sweeper re-enqueues it (a worker was killed, or the broker lost the message)."),
+         "How long a worker's claim on an inbox entry lasts. A claim that runs out means its "
+         "worker died: the sweeper sends the entry again, once. Keep it above the longest time "
+         "one event takes to store. An entry waiting its turn in the queue is never re-sent."),
     Spec("ENGRAM_MAX_FIELD_CHARS", "max_field_chars", _positive_int, 100_000,
          "Longest toolInput/toolOutput/prompt text kept per event; longer text keeps head and tail."),
     Spec("ENGRAM_MAX_BODY_BYTES", "max_body_bytes", _positive_int, 4 * 1024 * 1024,
@@ -165,6 +166,8 @@ SETTINGS: tuple[Spec, ...] = (
          "Largest accepted body of POST /v1/import (an export document)."),
     Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
          "Default token budget of the session-start context block."),
+    Spec("ENGRAM_MEMORY_BUDGET_MB", "memory_budget_mb", _positive_int, 300,
+         "Resident memory one Engram process should stay under; status warns at 90 % of it."),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
     Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "local",
          "Dense-vector embedder: local (offline, in-process; model set by ENGRAM_LOCAL_MODEL), "
@@ -181,6 +184,12 @@ SETTINGS: tuple[Spec, ...] = (
          "API key for the endpoint, sent as `Authorization: Bearer`. Empty: no header."),
     Spec("ENGRAM_EMBEDDING_BATCH", "embedding_batch", _positive_int, 32,
          "Texts per embedding call (one ONNX run, or one HTTP request)."),
+    Spec("ENGRAM_EMBEDDING_BATCH_TOKENS", "embedding_batch_tokens", _positive_int, 1024,
+         "Local embedder: padded tokens one batch may hold (texts x the longest text). Bounds "
+         "the memory a batch takes while it runs; texts are batched shortest first."),
+    Spec("ENGRAM_EMBEDDING_THREADS", "embedding_threads", _positive_int, 1,
+         "Local embedder: CPU threads of one batch. 1 leaves the other cores to capture and "
+         "search; raise it on a machine (or an embed-only worker) with cores to spare."),
     Spec("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "embedding_timeout_seconds", _positive_float, 30.0,
          "Timeout of one request to the embedding endpoint."),
     Spec("ENGRAM_CHROMA_URL", "chroma_url", str, "",
@@ -247,6 +256,7 @@ class Settings:
     max_body_bytes: int
     max_import_bytes: int
     context_budget_tokens: int
+    memory_budget_mb: int
     log_level: str
     embedder: str
     local_model: str
@@ -254,6 +264,8 @@ class Settings:
     embedding_model: str
     embedding_api_key: str
     embedding_batch: int
+    embedding_batch_tokens: int
+    embedding_threads: int
     embedding_timeout_seconds: float
     chroma_url: str
     search_weights: tuple[tuple[str, float], ...]

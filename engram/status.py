@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from engram import derive, graph, heartbeat, inbox
 from engram.db import schema_version
+from engram.memory import process_memory
 from engram.schema import capture_inbox, memories, observations, sessions
 from engram.settings import Settings
 from engram.store import Store
@@ -19,6 +20,10 @@ from engram.vectors import Vectors
 WorkerProbe = Callable[[], dict[str, Any]]
 STALE_PENDING_SECONDS = 120.0
 """An inbox entry older than this while workers are up suggests the pools cannot keep pace."""
+MEMORY_WARN_SHARE = 0.9
+"""A process at this share of ENGRAM_MEMORY_BUDGET_MB is named as a problem."""
+DERIVED_LAG_WARN_SECONDS = 900.0
+"""A derived index this far behind the store (its oldest queued change) is named as a problem."""
 
 
 def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | None],
@@ -101,6 +106,22 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
     with store.read() as conn:
         report["indexes"]["graph"] = {**graph.stats(conn),
                                       "pending": derive.pending(conn, "graph")}
+        report["derived"] = derived_lag(conn, settings)
+    for target, lag in report["derived"].items():
+        if lag["lagSeconds"] > DERIVED_LAG_WARN_SECONDS and workers.get("alive"):
+            problems.append({"component": target, "problem": f"the {target} index is "
+                             f"{lag['lagSeconds']:.0f}s behind the store ({lag['pending']} "
+                             "changes queued)", "fix": "it catches up when capture pauses; if "
+                             "it keeps growing, run an embed/graph worker pool "
+                             "(`engram worker -Q embed,graph`) or ENGRAM_EMBEDDER=none"})
+    report["memory"] = memory_report(settings, workers)
+    for who, mem in report["memory"]["processes"].items():
+        if max(mem["rssMb"], mem["peakRssMb"]) >= MEMORY_WARN_SHARE * settings.memory_budget_mb:
+            problems.append({"component": "memory", "problem": f"{who} holds {mem['rssMb']:.0f} "
+                             f"MB (peak {mem['peakRssMb']:.0f} MB) of a "
+                             f"{settings.memory_budget_mb} MB budget", "fix": "lower "
+                             "ENGRAM_EMBEDDING_BATCH_TOKENS or ENGRAM_WORKER_CONCURRENCY, or "
+                             "raise ENGRAM_MEMORY_BUDGET_MB if the machine has room"})
     vector_report = vectors.status() if vectors is not None else {"enabled": False}
     report["embedder"] = {"name": settings.embedder, "vectorSearch": bool(vector_report.get("ok"))}
     report["indexes"]["vector"] = vector_report
@@ -114,6 +135,32 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
                          f"{vector_report['lastError']}", "fix": "check the embedder and "
                          "Chroma; the embed task retries with backoff"})
     return {"ok": not problems, **report, "problems": problems}
+
+
+def derived_lag(conn: Any, settings: Settings) -> dict[str, dict[str, Any]]:
+    """How far each derived index is behind the store: changes queued and the age of the
+    oldest (0 when caught up)."""
+    at = time.time()
+    targets = ["graph"] + ([] if settings.embedder == "none" else ["vector"])
+    lags: dict[str, dict[str, Any]] = {}
+    for target in targets:
+        oldest = derive.oldest_enqueued(conn, target)
+        lags[target] = {"pending": derive.pending(conn, target),
+                        "lagSeconds": 0.0 if oldest is None else round(max(at - oldest, 0.0), 1)}
+    return lags
+
+
+def memory_report(settings: Settings, workers: dict[str, Any]) -> dict[str, Any]:
+    """Resident memory of this process (the gateway, and in embedded mode its worker) and of
+    every worker process that answered, against ENGRAM_MEMORY_BUDGET_MB."""
+    processes: dict[str, dict[str, float]] = {}
+    own = process_memory()
+    if own is not None:
+        processes["gateway" if not settings.embedded else "server"] = own
+    for name, pids in (workers.get("memory") or {}).items():
+        for pid, mem in pids.items():
+            processes[f"worker {name} pid {pid}"] = mem
+    return {"budgetMb": settings.memory_budget_mb, "processes": processes}
 
 
 def redact_url(url: str) -> str:

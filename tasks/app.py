@@ -7,15 +7,23 @@ Either way the broker only dispatches: durability comes from the capture inbox.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import worker_process_init
+from celery.worker.control import inspect_command
 
+from engram.memory import process_memory
 from engram.settings import Settings
 from tasks import runtime
 
-QUEUES = ("observe", "summarize", "maintenance", "graph")
+CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE = (
+    "capture", "maintenance", "embed", "graph")
+LEGACY_QUEUES = ("observe", "summarize")
+"""Queue names before capture and derived work were split: a worker still drains them, so tasks an
+older gateway queued are not stranded by an upgrade."""
+ALL_QUEUES = (CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE, *LEGACY_QUEUES)
 MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
@@ -52,13 +60,15 @@ def configure(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_default_queue="observe",
+        task_default_queue=CAPTURE_QUEUE,
+        # Capture never waits behind derived work: each kind has its queue, so pools can be
+        # sized per queue (`engram worker --queues`).
         task_routes={
-            "engram.observe": {"queue": "observe"},
-            "engram.summarize": {"queue": "summarize"},
-            "engram.sweep": {"queue": "maintenance"},
-            "engram.graph_extract": {"queue": "graph"},
-            "engram.embed": {"queue": "embed"},
+            "engram.observe": {"queue": CAPTURE_QUEUE},
+            "engram.summarize": {"queue": MAINTENANCE_QUEUE},
+            "engram.sweep": {"queue": MAINTENANCE_QUEUE},
+            "engram.graph_extract": {"queue": GRAPH_QUEUE},
+            "engram.embed": {"queue": EMBED_QUEUE},
         },
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.
@@ -69,7 +79,8 @@ def configure(settings: Settings) -> Celery:
             "sweep-capture-inbox": {
                 "task": "engram.sweep",
                 "schedule": settings.sweep_interval_seconds,
-                "options": {"queue": "maintenance", "expires": settings.sweep_interval_seconds},
+                "options": {"queue": MAINTENANCE_QUEUE,
+                            "expires": settings.sweep_interval_seconds},
             },
         },
         beat_schedule_filename=str(settings.data_dir / "beat-schedule"),
@@ -90,3 +101,14 @@ def configure(settings: Settings) -> Celery:
 @worker_process_init.connect
 def _after_fork(**_: Any) -> None:
     runtime.reset_after_fork()
+
+
+@inspect_command(name="engram_memory")
+def engram_memory(state: Any, **_: Any) -> dict[str, Any]:
+    """Resident memory of this worker's process and its pool's child processes (prefork), for
+    `/v1/status`: a worker answers for itself, whatever machine it runs on."""
+    pids = [os.getpid()]
+    info = getattr(getattr(state.consumer, "pool", None), "info", None) or {}
+    pids += [int(pid) for pid in info.get("processes", ()) if int(pid) != os.getpid()]
+    found = {str(pid): process_memory(pid) for pid in pids}
+    return {"processes": {pid: mem for pid, mem in found.items() if mem is not None}}

@@ -10,15 +10,10 @@ from celery import Task
 from engram import inbox, observations, sessions
 from engram.compress import compress
 from engram.privacy import scrub
-from tasks import embed, runtime
-from tasks import graph as graph_tasks
+from tasks import runtime
 from tasks.app import celery_app
 
 log = logging.getLogger("engram.tasks")
-
-SUMMARY_WAIT_SECONDS = 2.0
-"""How long summarize waits before looking again when the session still has events in flight."""
-SUMMARY_MAX_WAITS = 30
 
 
 @celery_app.task(name="engram.observe", bind=True, max_retries=None)
@@ -42,25 +37,35 @@ def observe(self: Task, event_id: str) -> str:
         if delay is None:
             log.error("event %s is a dead letter after %d attempts: %s",
                       event_id, claim.attempts, error)
+            _summarize_if_due(claim.event.session_id)
             return "dead"
         log.warning("event %s attempt %d failed (%s); retrying in %.1fs",
                     event_id, claim.attempts, error, delay)
         raise self.retry(countdown=delay, exc=exc) from exc
-    embed.kick()
-    graph_tasks.kick()
+    runtime.kick_derived()
+    _summarize_if_due(claim.event.session_id)
     return "stored"
 
 
-@celery_app.task(name="engram.summarize", bind=True, max_retries=SUMMARY_MAX_WAITS)
-def summarize(self: Task, session_id: str) -> str:
-    """Summarise an ended session once every event it produced has been processed."""
+def _summarize_if_due(session_id: str) -> None:
+    """After a session's event left the inbox: when the session has ended and this was its last
+    waiting event, its summary can be built now."""
+    with runtime.store().read() as conn:
+        due = sessions.summary_due(conn, session_id)
+    if due:
+        summarize.apply_async((session_id,))
+
+
+@celery_app.task(name="engram.summarize")
+def summarize(session_id: str) -> str:
+    """Summarise an ended session once every event it produced has been processed. While events
+    still wait, nothing happens here: storing the last of them sends this task again."""
     store = runtime.store()
     with store.read() as conn:
         waiting = inbox.pending_for_session(conn, session_id)
-    if waiting and self.request.retries < SUMMARY_MAX_WAITS:
-        raise self.retry(countdown=SUMMARY_WAIT_SECONDS)
+    if waiting:
+        return "waiting"
     result = sessions.summarize(store, session_id)
     if result is not None:
-        embed.kick()
-        graph_tasks.kick()
+        runtime.kick_derived()
     return "missing" if result is None else "summarized"

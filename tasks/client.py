@@ -38,13 +38,9 @@ def enqueue_summary(session_id: str) -> None:
 def derived_changed() -> None:
     """Documents changed outside the capture pipeline (memories, forget, import): ask for the
     derived indexes to catch up soon. Debounced; a broker outage leaves it to the sweeper."""
-    from tasks import embed, graph
+    from tasks import runtime
 
-    try:
-        embed.kick()
-        graph.kick()
-    except (OperationalError, OSError) as exc:
-        log.warning("broker unavailable, derived indexes catch up at the next sweep: %s", exc)
+    runtime.kick_derived()
 
 
 def broker_probe(settings: Settings) -> Callable[[], str | None]:
@@ -72,10 +68,13 @@ def worker_probe(settings: Settings, embedded_alive: Callable[[], bool] | None
         from tasks.app import celery_app
 
         try:
-            replies = celery_app.control.ping(timeout=WORKER_PING_TIMEOUT) or []
+            replies = celery_app.control.broadcast(
+                "engram_memory", reply=True, timeout=WORKER_PING_TIMEOUT) or []
         except (OperationalError, OSError) as exc:
             return {"alive": 0, "names": [], "error": str(exc)}
-        names = sorted(name for reply in replies for name in reply)
-        return {"alive": len(names), "names": names}
+        memory = {name: answer.get("processes", {}) if isinstance(answer, dict) else {}
+                  for reply in replies for name, answer in reply.items()}
+        names = sorted(memory)
+        return {"alive": len(names), "names": names, "memory": memory}
 
     return probe

@@ -1,7 +1,11 @@
-"""The embedded default: a Celery worker and scheduler running as threads of the gateway.
+"""The embedded default: a Celery worker and scheduler running as threads of the gateway, and
+the derived lane beside them.
 
-One process, no other server: the in-memory broker lives in this process, so on start every
-waiting inbox entry is dispatched again (whatever was queued died with the previous process).
+One process, no other server. Two lanes, so capture never queues behind derived work: the
+Celery worker's threads consume only the capture and maintenance queues (observe, summarize,
+sweep), and embedding and graph extraction run on the derived lane (``engram.lane``), which
+yields to capture. The in-memory broker lives in this process, so on start every waiting inbox
+entry is dispatched again (whatever was queued died with the previous process).
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ from typing import Any
 
 from celery.beat import EmbeddedService
 
+from engram.lane import DerivedLane
 from engram.settings import Settings
-from tasks.app import celery_app
+from tasks.app import CAPTURE_QUEUE, LEGACY_QUEUES, MAINTENANCE_QUEUE, celery_app
 
 log = logging.getLogger("engram.embedded")
 
-SHUTDOWN_TIMEOUT = 10.0
+SHUTDOWN_TIMEOUT = 3.0
+"""How long stopping waits for the worker thread and the derived lane (each); `engram serve`
+must be gone within 5 s of SIGTERM. What is cut short stays in the inbox or the derive queue."""
 
 
 class EmbeddedWorker:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, lane: DerivedLane) -> None:
         self.settings = settings
+        self.lane = lane
         self._worker: Any = None
         self._thread: threading.Thread | None = None
         self._beat: EmbeddedService | None = None
@@ -43,7 +51,7 @@ class EmbeddedWorker:
             concurrency=self.settings.worker_concurrency,
             pool="threads",
             hostname=f"embedded@{_hostname()}",
-            queues=["observe", "summarize", "maintenance", "embed", "graph"],
+            queues=[CAPTURE_QUEUE, MAINTENANCE_QUEUE, *LEGACY_QUEUES],
             loglevel=self.settings.log_level,
             without_heartbeat=True,
             without_mingle=True,
@@ -52,10 +60,11 @@ class EmbeddedWorker:
         self._thread = threading.Thread(target=self._worker.start, name="engram-worker",
                                         daemon=True)
         self._thread.start()
+        self.lane.start()
         self._beat = EmbeddedService(celery_app, thread=True,
                                      schedule_filename=str(self.settings.data_dir / "beat-schedule"))
         self._beat.start()
-        recovered = sweep_once(everything=True)
+        recovered = sweep_once(starting=True)
         if recovered["events"] or recovered["summaries"]:
             log.info("re-dispatched %d waiting events and %d summaries from the inbox",
                      recovered["events"], recovered["summaries"])
@@ -67,6 +76,7 @@ class EmbeddedWorker:
     def stop(self) -> None:
         if self._beat is not None:
             self._beat.stop()
+        self.lane.stop(SHUTDOWN_TIMEOUT)
         if self._worker is not None:
             self._worker.stop(in_sighandler=False)
         if self._thread is not None:

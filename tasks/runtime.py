@@ -6,26 +6,91 @@ sharing the parent's sockets across fork().
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import TYPE_CHECKING
+
+from kombu.exceptions import OperationalError
 
 from engram.settings import Settings, load_settings
 from engram.store import Store
 
 if TYPE_CHECKING:
+    from celery import Task
+
+    from engram.lane import DerivedLane
     from engram.vectors import Vectors
+    from tasks.broker import SingleFlight
+
+log = logging.getLogger("engram.tasks")
 
 _lock = threading.Lock()
 _settings: Settings | None = None
 _store: Store | None = None
 _vectors: Vectors | None = None
+_lane: DerivedLane | None = None
+_flight: SingleFlight | None = None
 
 
 def configure(settings: Settings, store: Store | None = None,
-              vectors: Vectors | None = None) -> None:
-    global _settings, _store, _vectors
+              vectors: Vectors | None = None, lane: DerivedLane | None = None) -> None:
+    """``lane``: the embedded server's derived lane; derived work is kicked there instead of
+    being sent as tasks."""
+    global _settings, _store, _vectors, _lane
     with _lock:
-        _settings, _store, _vectors = settings, store, vectors
+        _settings, _store, _vectors, _lane = settings, store, vectors, lane
+
+
+KICK_INTERVAL = 0.5
+"""A burst of writes sends the derived tasks at most once per this many seconds per process;
+they run that much later, so one run drains everything the burst committed."""
+_last_kick = 0.0
+_kick_lock = threading.Lock()
+
+
+def flight() -> SingleFlight:
+    """This process's gate of queued drain tasks (see ``tasks.broker.SingleFlight``)."""
+    global _flight
+    from tasks.app import celery_app
+    from tasks.broker import single_flight
+
+    with _lock:
+        if _flight is None:
+            _flight = single_flight(celery_app)
+        return _flight
+
+
+def send_drain(task: Task, countdown: float = 0.0) -> None:
+    """Send a drain task unless one is queued already."""
+    from redis.exceptions import RedisError
+
+    try:
+        if flight().claim(task.name):
+            task.apply_async(countdown=countdown)
+    except (OperationalError, RedisError, OSError) as exc:
+        log.warning("could not dispatch %s (%s); the sweeper will", task.name, exc)
+
+
+def kick_derived() -> None:
+    """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
+    broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
+    global _last_kick
+    lane = _lane
+    if lane is not None:
+        lane.kick()
+        return
+    with _kick_lock:
+        at = time.monotonic()
+        if at - _last_kick < KICK_INTERVAL:
+            return
+        _last_kick = at
+    from tasks.embed import embed
+    from tasks.graph import graph_extract
+
+    if settings().embedder != "none":
+        send_drain(embed, KICK_INTERVAL)
+    send_drain(graph_extract, KICK_INTERVAL)
 
 
 def settings() -> Settings:
@@ -47,11 +112,12 @@ def store() -> Store:
 
 def reset_after_fork() -> None:
     """Drop inherited connections; the child opens its own on first use."""
-    global _store, _vectors
+    global _store, _vectors, _flight
     with _lock:
         if _store is not None:
             _store.engine.dispose(close=False)
         _vectors = None  # a Chroma client does not survive fork()
+        _flight = None
 
 
 def vectors() -> Vectors:

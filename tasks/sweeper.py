@@ -1,25 +1,43 @@
-"""The inbox sweeper: re-dispatches work whose task was lost.
+"""The inbox sweeper: re-dispatches work whose task was lost, and only that.
 
-A task is lost when its worker was killed before acknowledging it and the broker did not
-redeliver it, or when the broker itself lost its queue (Redis restarted without persistence, the
-in-memory broker of a stopped embedded server). The inbox still has the entry, so the sweeper
-sends it again; the worker's claim makes a double dispatch harmless.
+A task is lost when its worker was killed holding the claim (the claim expires), or when the
+broker lost it (Redis flushed or restarted without persistence, a publish that failed while the
+broker was down). An event that waits its turn behind a backlog is not lost: its task is in the
+broker's queue, so the sweeper leaves it alone. To know which is which it reads what the Redis
+broker holds — but only when the broker holds fewer capture tasks than the inbox has entries
+waiting for one, which is the only way a loss can show. The decisions are the core's
+(``engram.inbox``, ``engram.sessions``); this module reads the broker and sends the tasks.
+
+The embedded server's in-memory broker loses nothing while the process lives; its start
+re-dispatches everything that was waiting (the previous process's queue died with it).
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
-from sqlalchemy import select
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
-from engram import derive, heartbeat, inbox
+from engram import derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
-from engram.schema import sessions
 from engram.store import now
 from tasks import runtime
 from tasks.app import celery_app
+from tasks.broker import CAPTURE_QUEUES, MAINTENANCE_QUEUES, RedisBroker, redis_broker
 
 log = logging.getLogger("engram.sweeper")
+
+DISPATCH_LIMIT = 2000
+"""Tasks one sweep sends at most per rule; the rest go at the next sweep."""
+GRACE_SECONDS = 10.0
+"""An entry dispatched this recently may have its task on the way to the broker: never lost."""
+CONFIRM_SECONDS = 0.5
+"""Between reading the queues and deciding: a task a worker popped in that instant shows up in
+the unacknowledged deliveries (or its entry is claimed) by then."""
+SUMMARY_LIMIT = 500
 
 
 def dispatch_observe(event_ids: list[str]) -> int:
@@ -30,47 +48,88 @@ def dispatch_observe(event_ids: list[str]) -> int:
     return len(event_ids)
 
 
-def sweep_once(everything: bool = False) -> dict[str, int]:
-    settings, store = runtime.settings(), runtime.store()
-    lost = inbox.due_for_dispatch(store, settings.inbox_lease_seconds, everything=everything)
-    dispatch_observe(lost)
-    # Sessions that ended but never got their summary (the summarize task was lost too).
-    cutoff = now() - settings.inbox_lease_seconds
-    with store.read() as conn:
-        unsummarised = list(conn.execute(
-            select(sessions.c.id).where(
-                sessions.c.status == "ended", sessions.c.summary.is_(None),
-                sessions.c.ended_at < cutoff,
-            ).limit(500)
-        ).scalars())
+def dispatch_summaries(session_ids: list[str]) -> int:
     from tasks.capture import summarize
 
-    for session_id in unsummarised:
+    for session_id in session_ids:
         summarize.apply_async((session_id,))
-    with store.read() as conn:  # graph work whose task was lost (or never sent: import, forget)
-        graph_pending = derive.pending(conn, "graph")
-    if graph_pending:
-        from tasks.graph import graph_extract
+    return len(session_ids)
 
-        graph_extract.apply_async()
-    vector_pending = 0
-    if settings.embedder != "none":
-        with store.read() as conn:  # vector work whose embed task was lost, or is backing off
-            vector_pending = derive.pending(conn, "vector")
-        if vector_pending:
-            from tasks.embed import embed
 
-            embed.apply_async()
-    result = {"events": len(lost), "summaries": len(unsummarised), "graph": graph_pending,
-              "vectors": vector_pending}
+def _lost_events(reader: RedisBroker, expired: list[str]) -> tuple[list[str], bool]:
+    """Waiting entries whose task the broker does not hold (or holds for a worker that died);
+    (ids, whether the queues were read). The dead workers' deliveries of what is sent again,
+    including ``expired`` claims, are dropped from the broker so it never hands them back."""
+    from tasks.capture import observe
+
+    settings, store = runtime.settings(), runtime.store()
+    claim_grace = max(settings.inbox_lease_seconds, GRACE_SECONDS)
+    deliveries = reader.deliveries(observe.name)
+    stale = {d.arg: d.tag for d in deliveries if d.arg in set(expired)}
+    with store.read() as conn:
+        unclaimed = inbox.unclaimed_count(conn)
+    fresh = [d for d in deliveries if d.delivered_at > time.time() - claim_grace]
+    read = False
+    lost: list[str] = []
+    if unclaimed and reader.queued_count(CAPTURE_QUEUES) + len(fresh) < unclaimed:
+        # fewer tasks than waiting entries: find which are missing
+        read = True
+        queued = reader.queued(CAPTURE_QUEUES, observe.name)
+        time.sleep(CONFIRM_SECONDS)  # a task popped in that instant is delivered by now
+        deliveries = reader.deliveries(observe.name)
+        delivered = {d.arg: d.delivered_at for d in deliveries}
+        lost = inbox.dispatch_missing(store, queued, delivered, claim_grace, DISPATCH_LIMIT)
+        lost_set = set(lost)
+        stale.update({d.arg: d.tag for d in deliveries if d.arg in lost_set})
+    reader.forget_deliveries(stale.values())
+    return lost, read
+
+
+def sweep_once(starting: bool = False) -> dict[str, Any]:
+    """One sweep. ``starting``: an embedded server starting, whose in-memory queue died with the
+    previous process, so every waiting entry and pending summary is sent again."""
+    settings, store = runtime.settings(), runtime.store()
+    result: dict[str, Any] = {"events": 0, "expiredClaims": 0, "summaries": 0,
+                              "brokerRead": False}
+    reader = None if starting else redis_broker(celery_app)
+    try:
+        if starting:
+            result["events"] = dispatch_observe(inbox.dispatch_all_waiting(store))
+        else:
+            expired = inbox.dispatch_expired_claims(store, DISPATCH_LIMIT)
+            if reader is not None:
+                lost, result["brokerRead"] = _lost_events(reader, expired)
+                result["events"] = dispatch_observe(lost)
+            result["expiredClaims"] = dispatch_observe(expired)
+        with store.read() as conn:
+            awaiting = sessions.awaiting_summary(conn, now() - GRACE_SECONDS, SUMMARY_LIMIT)
+        if awaiting and reader is not None:
+            from tasks.capture import summarize
+
+            held = reader.queued(MAINTENANCE_QUEUES, summarize.name) | {
+                d.arg for d in reader.deliveries(summarize.name)}
+            awaiting = [s for s in awaiting if s not in held]
+        result["summaries"] = dispatch_summaries(awaiting)
+    except (RedisError, OperationalError, OSError) as exc:
+        log.warning("sweeper could not read or reach the broker (%s); next sweep tries again", exc)
+        result["error"] = str(exc)
+    finally:
+        if reader is not None:
+            reader.close()
+    with store.read() as conn:  # derived work whose task was lost (or never sent: import, forget)
+        result["graph"] = derive.pending(conn, "graph")
+        result["vectors"] = (derive.pending(conn, "vector") if settings.embedder != "none"
+                             else 0)
+    if result["graph"] or result["vectors"]:
+        runtime.kick_derived()
     with store.write() as conn:
         heartbeat.beat(conn, SWEEPER, result)
-    if lost or unsummarised:
-        log.info("sweeper re-dispatched %d events and %d summaries",
-                 len(lost), len(unsummarised))
+    if result["events"] or result["expiredClaims"] or result["summaries"]:
+        log.info("sweeper re-dispatched %d lost events, %d expired claims and %d summaries",
+                 result["events"], result["expiredClaims"], result["summaries"])
     return result
 
 
 @celery_app.task(name="engram.sweep")
-def sweep() -> dict[str, int]:
+def sweep() -> dict[str, Any]:
     return sweep_once()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -554,6 +555,25 @@ def test_status_reports_components(api: Api) -> None:
     assert report["indexes"]["keyword"]["backend"] == "fts5"
     # the embedded server sweeps its inbox when it starts
     assert report["sweeper"]["lastSweepSecondsAgo"] is not None
+    # its memory against the budget, and how far the derived indexes are behind
+    assert report["memory"]["budgetMb"] == 300
+    assert 20 < report["memory"]["processes"]["server"]["rssMb"] <= report["memory"][
+        "processes"]["server"]["peakRssMb"]
+    assert {"pending", "lagSeconds"} <= set(report["derived"]["graph"])
+
+
+def test_status_names_a_process_over_its_memory_budget(tmp_path: Path) -> None:
+    from engram.server import build_gateway
+    from tests.conftest import api_for, make_settings
+
+    built = build_gateway(make_settings(tmp_path, ENGRAM_MEMORY_BUDGET_MB="10"))
+    try:
+        status, report = api_for(built).get("/v1/status")
+    finally:
+        built.close()
+    assert status == 200 and not report["ok"]
+    problem = next(p for p in report["problems"] if p["component"] == "memory")
+    assert "of a 10 MB budget" in problem["problem"] and "ENGRAM_MEMORY_BUDGET_MB" in problem["fix"]
 
 
 def test_context_lists_unresolved_errors_of_the_last_session_as_open_items(

@@ -166,3 +166,7 @@ def test_distributed_status_says_what_is_wrong(cluster: Any, redis_url: str) -> 
     c.start("worker", "--concurrency", "1")
     c.start("beat")
     wait_for(lambda: c.request("GET", "/v1/status")[1]["ok"], 30, message="status OK")
+    # each worker answers for its own memory (its process and its pool's children)
+    memory = c.request("GET", "/v1/status")[1]["memory"]["processes"]
+    workers = [mem for who, mem in memory.items() if who.startswith("worker ")]
+    assert len(workers) >= 2 and all(m["rssMb"] > 20 for m in workers)  # parent + one child

@@ -10,11 +10,11 @@ from sqlalchemy import select
 
 from engram import graph, observations
 from engram.compress import compress
+from engram.drains import drain_graph
 from engram.events import Event
 from engram.schema import graph_edges, graph_entities, graph_mentions, graph_session_members
 from engram.scope import Scope, ScopeError
 from engram.store import Store
-from tasks.graph import drain_graph
 from tests.support import Api, wait_for
 from tests.test_compress import HOST_FIXTURES, normalised
 

@@ -131,14 +131,58 @@ def test_sweeper_finds_lost_and_expired_work(store: Store) -> None:
         inbox.accept(store, event, 100)
     assert inbox.claim(store, claimed.event_id, 0.01) is not None  # its worker died at once
     with store.write() as conn:
-        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id == lost.event_id)
-                     .values(dispatched_at=time.time() - 120))
+        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id.in_(
+            [fresh.event_id, lost.event_id])).values(dispatched_at=time.time() - 120))
     time.sleep(0.02)
-    assert sorted(inbox.due_for_dispatch(store, 60)) == sorted([lost.event_id,
-                                                                claimed.event_id])
-    # just re-dispatched: not due again until the lease passes once more
-    assert inbox.due_for_dispatch(store, 60) == []
-    assert len(inbox.due_for_dispatch(store, 60, everything=True)) == 3
+    # an expired claim is sent once per expiry, not at every sweep
+    assert inbox.dispatch_expired_claims(store, 100) == [claimed.event_id]
+    assert inbox.dispatch_expired_claims(store, 100) == []
+    # the broker still holds fresh's task (it waits its turn): only lost's is sent again
+    assert inbox.dispatch_missing(store, {fresh.event_id}, {}, 10, 100) == [lost.event_id]
+    # just re-dispatched: within the grace period, whatever the broker says
+    assert inbox.dispatch_missing(store, set(), {}, 10, 100) == [fresh.event_id]
+    assert inbox.dispatch_missing(store, set(), {}, 10, 100) == []
+    with store.read() as conn:
+        assert inbox.unclaimed_count(conn) == 2
+    assert len(inbox.dispatch_all_waiting(store)) == 3
+
+
+def test_dispatch_missing_is_bounded_and_oldest_first(store: Store) -> None:
+    events = [_event("p", "s4", n, "bd") for n in range(5)]
+    for event in events:
+        inbox.accept(store, event, 100)
+    with store.write() as conn:
+        conn.execute(capture_inbox.update().values(dispatched_at=time.time() - 120))
+    first = inbox.dispatch_missing(store, set(), {}, 10, 3)
+    assert first == [e.event_id for e in events[:3]]  # oldest first, at most the limit
+    assert inbox.dispatch_missing(store, set(), {}, 10, 3) == [e.event_id for e in events[3:]]
+    assert inbox.dispatch_missing(store, set(), {}, 10, 3) == []  # each sent once
+    with store.write() as conn:
+        conn.execute(capture_inbox.update().values(dispatched_at=time.time() - 120))
+    assert set(inbox.dispatch_missing(store, set(first), {}, 10, 10)) == (
+        {e.event_id for e in events} - set(first))
+
+
+def test_a_delivered_task_is_held_while_its_worker_can_be_alive(store: Store) -> None:
+    taken, abandoned, waiting_retry, overdue_retry = (
+        _event("p", "s5", n, "dl") for n in range(4))
+    for event in (taken, abandoned, waiting_retry, overdue_retry):
+        inbox.accept(store, event, 100)
+    at = time.time()
+    with store.write() as conn:
+        conn.execute(capture_inbox.update().values(dispatched_at=at - 120))
+        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id.in_(
+            [waiting_retry.event_id, overdue_retry.event_id])).values(state="retrying"))
+        conn.execute(capture_inbox.update().where(
+            capture_inbox.c.event_id == waiting_retry.event_id).values(next_attempt_at=at + 200))
+        conn.execute(capture_inbox.update().where(
+            capture_inbox.c.event_id == overdue_retry.event_id).values(next_attempt_at=at - 60))
+    delivered = {taken.event_id: at - 1,  # a live worker is about to claim it
+                 abandoned.event_id: at - 100,  # delivered long ago and never claimed
+                 waiting_retry.event_id: at - 100,  # its countdown runs until at + 200
+                 overdue_retry.event_id: at - 100}  # due a minute ago and never claimed
+    assert sorted(inbox.dispatch_missing(store, set(), delivered, 10, 100)) == sorted(
+        [abandoned.event_id, overdue_retry.event_id])
 
 
 def test_inbox_capacity(store: Store) -> None:
@@ -241,3 +285,21 @@ def test_release_claims_makes_a_dead_process_claims_claimable_at_once(store: Sto
     assert inbox.release_claims(store) == 1
     again = inbox.claim(store, event.event_id, 3600)
     assert again is not None and again.attempts == 2  # the lost attempt stays counted
+
+
+def test_import_in_small_batches_is_whole_and_repeatable(store: Store, tmp_path) -> None:  # noqa: ANN001
+    from engram import transfer
+
+    for n in range(7):
+        _accept_and_store(store, _event("imp", f"si{n % 3}", n, f"import marker {n}"))
+    document = transfer.export(store)
+    target = Store.open(f"sqlite:///{tmp_path / 'target.db'}")
+    try:
+        counts = transfer.import_(target, document, "skip", batch=2)
+        assert (counts["sessions"], counts["observations"]) == (3, 7)
+        assert transfer.export(target)["observations"] == document["observations"]
+        # a re-run (as after an import cut short) adds nothing and doubles nothing
+        again = transfer.import_(target, document, "skip", batch=2)
+        assert (again["observations"], again["skipped"]) == (0, 10)
+    finally:
+        target.close()

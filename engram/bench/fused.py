@@ -1,7 +1,7 @@
 """Retrievers that use the server's graph stream and the server's fusion (``engram.search.fuse``).
 
 ``graph`` ranks by the knowledge graph alone: documents go into a real Store through the keyword
-index, whose derive queue feeds ``tasks.graph.drain_graph`` exactly as the ``graph_extract`` task
+index, whose derive queue feeds ``engram.drains.drain_graph`` exactly as the ``graph_extract`` task
 does, and queries go through ``engram.graph.stream`` with one Scope project per haystack.
 ``hybrid+graph`` fuses bm25, vector and graph rankings with the same weighted RRF the server's
 hybrid search uses (weights ``--weights``; the server's default when not given).
@@ -30,7 +30,7 @@ class _StoreStreams(Bm25Retriever):
 
     def add(self, docs: Sequence[Doc]) -> None:
         from engram import derive
-        from tasks.graph import drain_graph
+        from engram.drains import drain_graph
 
         super().add(docs)
         drain_graph(self.store)

@@ -14,10 +14,10 @@ import time
 
 from engram import graph, observations
 from engram.compress import compress
+from engram.drains import drain_graph
 from engram.events import Event
 from engram.scope import Scope
 from engram.store import Store
-from tasks.graph import drain_graph
 
 ERRORS = ["ValueError", "KeyError", "TypeError", "IntegrityError", "TimeoutError",
           "ConnectionRefusedError", "AssertionError", "ZeroDivisionError"]

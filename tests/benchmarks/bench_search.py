@@ -14,7 +14,7 @@ turn (cumulative: the same store grows), then measured:
           every document on the derive queue; the ``vector`` target is drained through
           VectorIndex.apply (ChromaDB PersistentClient under the work dir, one collection per
           project, the real collection name) and the ``graph`` target through
-          tasks.graph.drain_graph. Embeddings come from the local MiniLM through an on-disk cache
+          engram.drains.drain_graph. Embeddings come from the local MiniLM through an on-disk cache
           (--cache-dir, keyed by model + text hash; same model name and dim, so the collection is
           the real one): a second run embeds nothing. Progress with rate and ETA every ~10 s.
   search  --queries project-scoped queries (bench_spine.pick_query: identifiers, module and
@@ -210,7 +210,7 @@ def insert(store: Store, settings: Settings, factory: Any, count: int, batch: in
 
 def drain_vectors(store: Store, index: VectorIndex, embedder: CachedEmbedder,
                   batch: int) -> tuple[float, int]:
-    """The embed task's loop (tasks/embed.py drain_vectors): claim a batch in one transaction,
+    """The embed task's loop (engram/drains.py drain_vectors): claim a batch in one transaction,
     VectorIndex.apply outside it, mark done; until the queue is empty."""
     with store.read() as conn:
         total = derive.pending(conn, VECTOR_TARGET)
@@ -245,7 +245,7 @@ def drain_vectors(store: Store, index: VectorIndex, embedder: CachedEmbedder,
 
 
 def drain_graph_progress(store: Store) -> tuple[float, int]:
-    from tasks.graph import drain_graph
+    from engram.drains import drain_graph
 
     with store.read() as conn:
         total = derive.pending(conn, "graph")

@@ -1,0 +1,100 @@
+"""The embedded server's derived lane: vectors and graph catch up in the background, never
+ahead of capture.
+
+In the embedded default one process accepts, stores and indexes. Capture runs on the Celery
+worker's threads; embedding and graph extraction run here, on one thread of their own, in short
+steps (one graph batch, one embedding batch), and only while the capture inbox has nothing
+waiting to be stored. Under a burst the derived indexes fall behind, visibly (``/v1/status``:
+``derived``), and catch up when the burst is over; capture never waits for them.
+
+A lane that yielded for ``MAX_YIELD_SECONDS`` takes one step anyway, so a capture stream that
+never pauses still leaves the derived indexes moving, at a bounded share.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from engram import drains
+from engram.store import Store
+from engram.vectors import Vectors
+
+log = logging.getLogger("engram.lane")
+
+IDLE_POLL_SECONDS = 5.0
+"""How long the lane sleeps with nothing to do before looking again without being kicked."""
+YIELD_SECONDS = 0.05
+"""Pause while capture has work waiting."""
+MAX_YIELD_SECONDS = 2.0
+
+
+class DerivedLane:
+    """One background thread draining the graph and vector queues in small steps."""
+
+    def __init__(self, store: Store, vectors: Vectors, *, capture_busy: Callable[[], bool],
+                 vector_batch: int, graph_batch: int = drains.GRAPH_BATCH) -> None:
+        self.store = store
+        self.vectors = vectors
+        self.capture_busy = capture_busy
+        self.vector_batch = vector_batch
+        self.graph_batch = graph_batch
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+        self.yields = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="engram-derived", daemon=True)
+            self._thread.start()
+
+    def kick(self) -> None:
+        """Ask for a drain soon (a write queued derived work); cheap to call often."""
+        self._wake.set()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float) -> None:
+        """Stop after the step in progress (at most one embedding batch)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(IDLE_POLL_SECONDS)
+            self._wake.clear()
+            yielded_since: float | None = None
+            while not self._stopping.is_set():
+                if self.capture_busy():
+                    yielded_since = yielded_since or time.monotonic()
+                    if time.monotonic() - yielded_since < MAX_YIELD_SECONDS:
+                        self.yields += 1
+                        self._stopping.wait(YIELD_SECONDS)
+                        continue
+                yielded_since = None
+                try:
+                    more = self.step()
+                except Exception:  # noqa: BLE001 - the lane must outlive one bad step; logged
+                    log.exception("derived lane step failed; retrying after a pause")
+                    self._stopping.wait(IDLE_POLL_SECONDS)
+                    more = False
+                if not more:
+                    break
+
+    def step(self) -> bool:
+        """One graph batch and one embedding batch; True when work may be left."""
+        self.steps += 1
+        applied = drains.drain_graph(self.store, batch=self.graph_batch, max_batches=1)
+        more_graph = applied >= self.graph_batch
+        result = drains.drain_vectors(self.store, self.vectors, self.vector_batch, batches=1)
+        # a failed embedding batch waits for its lease; the idle poll or a kick comes back
+        more_vectors = result.more and not result.failed
+        return more_graph or more_vectors

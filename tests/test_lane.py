@@ -1,0 +1,67 @@
+"""The embedded server's derived lane (engram/lane.py) against a real store: it drains the graph
+(and vectors) only while capture has nothing waiting, and never starves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from engram import derive, lane
+from engram.lane import DerivedLane
+from engram.store import Store
+from engram.vectors import Vectors
+from tests.conftest import make_settings
+from tests.support import wait_for
+from tests.test_graph import edit
+
+
+def graph_pending(store: Store) -> int:
+    with store.read() as conn:
+        return derive.pending(conn, "graph")
+
+
+def test_lane_yields_to_capture_then_catches_up(store: Store, tmp_path: Path) -> None:
+    for n in range(60):
+        edit(store, "p", "s1", f"src/module_{n}.py")
+    assert graph_pending(store) == 60
+    busy = threading.Event()
+    busy.set()
+    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
+                          capture_busy=busy.is_set, vector_batch=8, graph_batch=10)
+    derived.start()
+    try:
+        derived.kick()
+        time.sleep(0.5)  # well under MAX_YIELD_SECONDS: nothing done while capture is busy
+        assert graph_pending(store) == 60 and derived.steps == 0 and derived.yields > 0
+        busy.clear()
+        wait_for(lambda: graph_pending(store) == 0, 20, message="the lane to catch up")
+        assert derived.steps >= 6  # in batches of 10, not one long transaction
+    finally:
+        derived.stop(5)
+    assert not derived.alive
+
+
+def test_lane_never_starves_behind_endless_capture(store: Store, tmp_path: Path) -> None:
+    for n in range(5):
+        edit(store, "p", "s2", f"lib/part_{n}.py")
+    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
+                          capture_busy=lambda: True, vector_batch=8, graph_batch=10)
+    derived.start()
+    try:
+        started = time.monotonic()
+        derived.kick()
+        wait_for(lambda: graph_pending(store) == 0, 10 * lane.MAX_YIELD_SECONDS,
+                 message="one step after the longest yield")
+        assert time.monotonic() - started >= lane.MAX_YIELD_SECONDS * 0.9
+    finally:
+        derived.stop(5)
+
+
+def test_lane_stops_promptly(store: Store, tmp_path: Path) -> None:
+    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
+                          capture_busy=lambda: False, vector_batch=8)
+    derived.start()
+    started = time.monotonic()
+    derived.stop(5)
+    assert not derived.alive and time.monotonic() - started < 1.0
