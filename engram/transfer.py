@@ -108,22 +108,54 @@ def validate(document: Any, strategy: Any) -> None:
         raise InvalidImport(problems)
 
 
+IMPORT_BATCH = 200
+"""Items per import transaction. The store's write lock (on SQLite: every writer's, capture
+included) is held for one batch at a time, so a large import never holds up a hook for long."""
+
+
 def import_(store: Store, document: dict[str, Any], strategy: str,
-            actor: str = "api") -> dict[str, int]:
-    """Import in one transaction: a failure leaves the store as it was."""
+            actor: str = "api", batch: int = IMPORT_BATCH) -> dict[str, int]:
+    """Import in bounded transactions of ``batch`` items. The whole document is validated first,
+    so a malformed one changes nothing; a failure part-way (the store went away) leaves the
+    batches before it imported, and importing the same document again completes it (items are
+    inserted by id: merge overwrites, skip leaves what is there)."""
     validate(document, strategy)
     counts = {"sessions": 0, "observations": 0, "memories": 0, "skipped": 0, "updated": 0}
-    with store.write() as conn:
-        if strategy == "replace":
+    per_item = strategy
+    if strategy == "replace":
+        with store.write() as conn:
             _empty(store, conn)
-        for item in document.get("sessions", []):
-            _import_session(store, conn, item, strategy, counts)
-        for item in document.get("observations", []):
-            _import_observation(store, conn, item, strategy, counts)
-        for item in document.get("memories", []):
-            _import_memory(store, conn, item, strategy, counts)
+        per_item = "merge"  # the store is empty now: every item is new
+    steps = ((_import_session, document.get("sessions", [])),
+             (_import_observation, document.get("observations", [])),
+             (_import_memory, document.get("memories", [])))
+    for step, items in steps:
+        for start in range(0, len(items), batch):
+            with store.write() as conn:
+                for item in items[start:start + batch]:
+                    step(store, conn, item, per_item, counts)
+    with store.write() as conn:
         audit.record(conn, actor, "import", "store", strategy, counts)
     return counts
+
+
+def chunks(document: dict[str, Any], strategy: str, size: int
+           ) -> list[tuple[dict[str, Any], str, int]]:
+    """An export document cut into documents of at most ``size`` items, each with the strategy
+    to import it by (a ``replace`` empties the store with the first part only; the rest merge
+    into it) and its item count. Sessions come first, so observations find theirs."""
+    head = {k: v for k, v in document.items() if k not in ("sessions", "observations",
+                                                            "memories")}
+    out: list[tuple[dict[str, Any], str, int]] = []
+    for key in ("sessions", "observations", "memories"):
+        items = document.get(key) or []
+        for start in range(0, len(items), size):
+            part = items[start:start + size]
+            strategy_now = strategy if strategy != "replace" or not out else "merge"
+            out.append(({**head, key: part}, strategy_now, len(part)))
+    if not out:
+        out.append((dict(head), strategy, 0))
+    return out
 
 
 def _empty(store: Store, conn: Connection) -> None:

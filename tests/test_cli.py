@@ -74,6 +74,12 @@ def test_import_of_a_missing_or_broken_file(tmp_path: Path) -> None:
     broken.write_text("{nope")
     result = run(["import", str(broken)], env=env)
     assert result.returncode == 2 and "is not JSON" in result.stderr
+    # validated whole before anything is sent (it is sent in parts), so no server is needed
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"version": 99, "observations": []}')
+    result = run(["import", str(foreign)], env=env)
+    assert result.returncode == 2 and "is not an Engram export" in result.stderr
+    assert "version" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.slow

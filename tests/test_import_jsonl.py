@@ -305,3 +305,33 @@ def test_cli_end_to_end(tmp_path: Path, transcripts: Path) -> None:
     missing = subprocess.run([ENGRAM, "import-jsonl", str(tmp_path / "nope")], env=env,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no such file or folder" in missing.stderr
+
+
+def test_a_full_inbox_paces_the_import_instead_of_stopping_it(tmp_path: Path) -> None:
+    """A bulk import faster than the workers fills the inbox (503): the importer waits for them
+    and goes on, and every event arrives once."""
+    from engram.server import build_gateway
+    from tests.conftest import api_for, make_settings
+
+    gateway = build_gateway(make_settings(tmp_path / "gw", ENGRAM_INBOX_MAX="2"),
+                            start_worker=False)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        if not slept:
+            gateway.start_worker()  # the workers catch up while the importer waits
+        slept.append(seconds)
+        time.sleep(seconds)
+
+    try:
+        api = api_for(gateway)
+        out = io.StringIO()
+        importer = Importer(Gateway(FlaskTransport(api)), tmp_path, out=out, sleep=sleep)  # type: ignore[arg-type]
+        totals = importer.run([finished(tmp_path, "tool-use.jsonl")])
+        assert slept and "gateway busy" in out.getvalue() and "inbox" in out.getvalue()
+        assert totals.accepted >= 3 and not totals.rejections
+        api.wait_drained()
+        status, body = api.get("/v1/sessions/sess-tool/observations")
+        assert status == 200 and len(body["items"]) == totals.accepted
+    finally:
+        gateway.close()

@@ -32,6 +32,9 @@ DEAD_LETTER_FILE = "transcript-dead-letters.jsonl"
 class Outcome:
     status: str
     reason: str = ""
+    busy: bool = False
+    """A transient refusal because the gateway's inbox is full (503): workers are behind, and a
+    bulk sender should wait for them rather than stop."""
 
     @property
     def delivered(self) -> bool:
@@ -60,7 +63,7 @@ def classify(status: int, payload: Any) -> Outcome:
     if status in (401, 403):
         # A wrong secret or origin is a setup problem no retry fixes: stop and say so.
         raise GatewayError(status, payload)
-    return Outcome(TRANSIENT, _reason(status, payload))
+    return Outcome(TRANSIENT, _reason(status, payload), busy=status == 503)
 
 
 class Gateway:

@@ -46,6 +46,13 @@ TOOL_HOOKS = frozenset({"PostToolUse", "PostToolUseFailure"})
 """Events whose eventId the live hook derives identically: sent for any session."""
 
 
+BUSY_FIRST_WAIT_SECONDS = 0.5
+BUSY_MAX_DELAY_SECONDS = 5.0
+BUSY_MAX_WAIT_SECONDS = 300.0
+"""How long one event waits for a full inbox to drain before the run stops (a re-run
+continues where it stopped)."""
+
+
 class ImportStopped(Exception):
     """The gateway stopped accepting (down, busy): the run ends, a re-run continues."""
 
@@ -79,10 +86,12 @@ class Totals:
 class Importer:
     def __init__(self, gateway: Gateway, data_dir: Path, project: str = "",
                  out: TextIO = sys.stderr, use_ledger: bool = True,
-                 include_live: bool = False, live_seconds: float = LIVE_SECONDS) -> None:
+                 include_live: bool = False, live_seconds: float = LIVE_SECONDS,
+                 sleep: Any = time.sleep) -> None:
         """``use_ledger=False`` (``--rescan``) reads every file again; the ledger still records
         the sessions this importer created, which decide who writes a session."""
         self.gateway = gateway
+        self.sleep = sleep
         self.project = project
         self.out = out
         self.use_ledger = use_ledger
@@ -144,7 +153,7 @@ class Importer:
                 covered += 1  # the hooks sent this prompt / answer under their own eventId
                 continue
             body = observe_body(event, event_id(event, fallback_time=0.0))
-            outcome = self.gateway.observe(body)
+            outcome = self._observe(body)
             if outcome.status == TRANSIENT:
                 raise ImportStopped(f"{path}: the gateway did not take an event "
                                     f"({outcome.reason})")
@@ -173,6 +182,22 @@ class Importer:
         print(f"[{number}/{total}] {path}: {len(parsed.events)} events: {counts[ACCEPTED]} new, "
               f"{counts[DUPLICATE]} duplicate, {counts[REJECTED]} rejected{hooks}{torn}",
               file=self.out)
+
+    def _observe(self, body: dict[str, Any]) -> Any:
+        """Send one event; while the gateway's inbox is full (its workers are behind), wait for
+        them with backoff instead of stopping: a bulk import paces itself to what the workers
+        store, and never crowds out live capture for long."""
+        waited, delay = 0.0, BUSY_FIRST_WAIT_SECONDS
+        while True:
+            outcome = self.gateway.observe(body)
+            if not outcome.busy or waited >= BUSY_MAX_WAIT_SECONDS:
+                return outcome
+            if waited == 0.0:
+                print(f"  gateway busy ({outcome.reason}); waiting for its workers to catch up",
+                      file=self.out)
+            self.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, BUSY_MAX_DELAY_SECONDS)
 
     def _decide_owner(self, path: Path, session_id: str) -> None:
         """Whether this importer writes all of the session (prompts, answers, start and end) or
