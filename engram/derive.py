@@ -142,6 +142,25 @@ def oldest_enqueued(conn: Connection, target: str) -> float | None:
     return None if value is None else float(value)
 
 
+def observation_cutoff(conn: Connection, project: str, keep: int) -> float | None:
+    """The creation time of ``project``'s ``keep``-th newest observation: older ones fall
+    outside an index that keeps the newest ``keep`` (None: it has no more than that)."""
+    value = conn.execute(
+        select(kw_docs.c.created_at).where(kw_docs.c.project == project,
+                                           kw_docs.c.kind == "observation")
+        .order_by(kw_docs.c.created_at.desc()).limit(1).offset(keep - 1)).scalar()
+    return None if value is None else float(value)
+
+
+def observations_before(conn: Connection, project: str, cutoff: float, limit: int) -> list[str]:
+    """Ids of ``project``'s observations created before ``cutoff``, newest first."""
+    return list(conn.execute(
+        select(kw_docs.c.doc_id).where(kw_docs.c.project == project,
+                                       kw_docs.c.kind == "observation",
+                                       kw_docs.c.created_at < cutoff)
+        .order_by(kw_docs.c.created_at.desc()).limit(limit)).scalars())
+
+
 def last_error(conn: Connection, target: str) -> str | None:
     return conn.execute(select(derive_queue.c.last_error).where(
         derive_queue.c.target == target, derive_queue.c.last_error.is_not(None))

@@ -15,7 +15,7 @@ from engram import derive, graph
 from engram.inbox import backoff_seconds
 from engram.store import Store
 from engram.vectors import TARGET as VECTOR_TARGET
-from engram.vectors import Vectors
+from engram.vectors import VectorIndex, Vectors
 
 log = logging.getLogger("engram.drains")
 
@@ -42,8 +42,11 @@ class VectorDrain:
     failed: bool = False
 
 
-def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1) -> VectorDrain:
-    """Embed up to ``batches`` batches of ``batch`` queued changes."""
+def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
+                  keep_observations: int = 0) -> VectorDrain:
+    """Embed up to ``batches`` batches of ``batch`` queued changes. ``keep_observations`` > 0:
+    the index keeps each project's newest that many observations (older ones are not embedded,
+    and are removed as newer ones arrive)."""
     if not vectors.enabled:
         with store.write() as conn:  # nothing will ever read them: keep the queue empty
             derive.clear(conn, VECTOR_TARGET)
@@ -59,7 +62,9 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1) 
         if not changes:
             return VectorDrain(embedded, deleted)
         try:
-            index.apply(changes)
+            cutoffs = _cutoffs(store, changes, keep_observations)
+            index.apply(changes, keep_after=cutoffs)
+            _prune(store, index, cutoffs, keep_observations)
         except Exception as exc:  # noqa: BLE001 - kept queued, retried with backoff, shown in status
             attempts = max(c.attempts for c in changes)
             delay = backoff_seconds(attempts, *VECTOR_RETRY_SECONDS)
@@ -76,6 +81,39 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1) 
         if len(changes) < batch:
             return VectorDrain(embedded, deleted)
     return VectorDrain(embedded, deleted, more=True)
+
+
+PRUNE_SLACK = 1.05
+"""A project's collection may exceed its observation cap by this factor before old vectors are
+removed, so pruning runs once per few hundred new observations, not per batch."""
+PRUNE_LIMIT = 5000
+
+
+def _cutoffs(store: Store, changes: list[derive.Change], keep: int) -> dict[str, float]:
+    """Per project of the observations in ``changes``: the creation time before which an
+    observation falls outside the newest ``keep``."""
+    if keep <= 0:
+        return {}
+    projects = {c.doc.project for c in changes
+                if c.doc is not None and c.doc.kind == "observation"}
+    cutoffs: dict[str, float] = {}
+    with store.read() as conn:
+        for project in projects:
+            cutoff = derive.observation_cutoff(conn, project, keep)
+            if cutoff is not None:
+                cutoffs[project] = cutoff
+    return cutoffs
+
+
+def _prune(store: Store, index: VectorIndex, cutoffs: dict[str, float], keep: int) -> None:
+    for project, cutoff in cutoffs.items():
+        if index.project_count(project) <= keep * PRUNE_SLACK:
+            continue
+        with store.read() as conn:
+            old = derive.observations_before(conn, project, cutoff, PRUNE_LIMIT)
+        index.forget(project, old)
+        log.info("vectors of %s: %d observations older than the newest %d removed",
+                 project, len(old), keep)
 
 
 def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None = None) -> int:

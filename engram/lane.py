@@ -35,12 +35,14 @@ class DerivedLane:
     """One background thread draining the graph and vector queues in small steps."""
 
     def __init__(self, store: Store, vectors: Vectors, *, capture_busy: Callable[[], bool],
-                 vector_batch: int, graph_batch: int = drains.GRAPH_BATCH) -> None:
+                 vector_batch: int, graph_batch: int = drains.GRAPH_BATCH,
+                 keep_observations: int = 0) -> None:
         self.store = store
         self.vectors = vectors
         self.capture_busy = capture_busy
         self.vector_batch = vector_batch
         self.graph_batch = graph_batch
+        self.keep_observations = keep_observations
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,7 +96,8 @@ class DerivedLane:
         self.steps += 1
         applied = drains.drain_graph(self.store, batch=self.graph_batch, max_batches=1)
         more_graph = applied >= self.graph_batch
-        result = drains.drain_vectors(self.store, self.vectors, self.vector_batch, batches=1)
+        result = drains.drain_vectors(self.store, self.vectors, self.vector_batch, batches=1,
+                                      keep_observations=self.keep_observations)
         # a failed embedding batch waits for its lease; the idle poll or a kick comes back
         more_vectors = result.more and not result.failed
         return more_graph or more_vectors

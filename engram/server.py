@@ -69,7 +69,8 @@ class Gateway:
                 return inbox.has_work(conn)
 
         lane = DerivedLane(store, self.vectors, capture_busy=capture_busy,
-                           vector_batch=self.settings.embedding_batch)
+                           vector_batch=self.settings.embedding_batch,
+                           keep_observations=self.settings.vector_max_observations)
         # the in-process worker shares this store and vector index
         runtime.configure(self.settings, self.store, self.vectors, lane=lane)
         self.embedded = EmbeddedWorker(self.settings, lane)

@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -163,10 +163,22 @@ class VectorIndex:
         log.info("vectors %s: %d documents queued for back-fill", self.name, queued)
         return queued
 
-    def apply(self, changes: Sequence[derive.Change]) -> None:
-        """Bring the collections up to date with ``changes`` (idempotent)."""
-        upserts = [c.doc for c in changes if c.op == derive.UPSERT and c.doc is not None]
-        deletes = [c.doc_id for c in changes if c.op != derive.UPSERT or c.doc is None]
+    def apply(self, changes: Sequence[derive.Change],
+              keep_after: Mapping[str, float] | None = None) -> None:
+        """Bring the collections up to date with ``changes`` (idempotent). ``keep_after``: per
+        project, observations created before this time are not kept (an upsert of one removes
+        it instead), so the index holds only a project's newest observations."""
+        keep_after = keep_after or {}
+        upserts, dropped, deletes = [], [], []
+        for c in changes:
+            doc = c.doc
+            if c.op != derive.UPSERT or doc is None:
+                deletes.append(c.doc_id)
+            elif doc.kind == "observation" and doc.created_at < keep_after.get(doc.project,
+                                                                                 float("-inf")):
+                dropped.append(doc)
+            else:
+                upserts.append(doc)
         if upserts:
             vectors = self.embedder.embed([gist(doc.kind, doc.body) for doc in upserts])
             by_project: dict[str, list[int]] = {}
@@ -180,10 +192,22 @@ class VectorIndex:
                     metadatas=[{"agent": upserts[i].agent_id or NONE, "kind": upserts[i].kind,
                                 "session": upserts[i].session_id or NONE,
                                 "created": upserts[i].created_at} for i in rows])
+        for project in {doc.project for doc in dropped}:
+            self.forget(project, [doc.doc_id for doc in dropped if doc.project == project])
         if deletes:
             # a deleted document's project is no longer known: delete from every collection
             for collection in self._project_collections():
                 collection.delete(ids=deletes)
+
+    def forget(self, project: str, doc_ids: Sequence[str]) -> None:
+        """Remove ``doc_ids`` from ``project``'s collection (ids it does not hold are ignored)."""
+        collection = self._collection(project, create=False)
+        if collection is not None and doc_ids:
+            collection.delete(ids=list(doc_ids))
+
+    def project_count(self, project: str) -> int:
+        collection = self._collection(project, create=False)
+        return 0 if collection is None else int(collection.count())
 
     def count(self) -> int:
         return sum(int(c.count()) for c in self._project_collections())
@@ -316,9 +340,12 @@ class Vectors:
         except Exception as exc:  # noqa: BLE001 - status reports, never raises
             report.update({"ok": False, "problem": f"Chroma: {type(exc).__name__}: {exc}"})
             return report
+        # progress by what is left to drain: with ENGRAM_VECTOR_MAX_OBSERVATIONS the index
+        # holds fewer documents than the store by design
         report.update({"collection": index.name, "model": index.embedder.name,
                        "dim": index.embedder.dim, "indexed": indexed, "documents": total,
+                       "keepObservations": self.settings.vector_max_observations or None,
                        "backfill": {"done": pending == 0,
-                                    "progress": round(min(indexed, total) / total, 4)
+                                    "progress": round(1 - min(pending, total) / total, 4)
                                     if total else 1.0}})
         return report

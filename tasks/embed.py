@@ -19,7 +19,8 @@ def embed() -> dict[str, int]:
     runtime.flight().started(embed.name)
     settings = runtime.settings()
     result = drains.drain_vectors(runtime.store(), runtime.vectors(), settings.embedding_batch,
-                                  batches=BATCHES_PER_TASK)
+                                  batches=BATCHES_PER_TASK,
+                                  keep_observations=settings.vector_max_observations)
     if result.more and not result.failed:
         runtime.send_drain(embed)
     # a failed batch is leased for its backoff: the sweeper sends the task again while rows wait

@@ -6,6 +6,7 @@ sharing the parent's sockets across fork().
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -65,11 +66,19 @@ def send_drain(task: Task, countdown: float = 0.0) -> None:
     """Send a drain task unless one is queued already."""
     from redis.exceptions import RedisError
 
+    gate = flight()
     try:
-        if flight().claim(task.name):
-            task.apply_async(countdown=countdown)
-    except (OperationalError, RedisError, OSError) as exc:
+        if not gate.claim(task.name):
+            return
+    except (RedisError, OSError) as exc:
         log.warning("could not dispatch %s (%s); the sweeper will", task.name, exc)
+        return
+    try:
+        task.apply_async(countdown=countdown)
+    except (OperationalError, OSError) as exc:
+        log.warning("could not dispatch %s (%s); the sweeper will", task.name, exc)
+        with contextlib.suppress(RedisError, OSError):
+            gate.started(task.name)  # nothing is queued: let the next request send one
 
 
 def kick_derived() -> None:

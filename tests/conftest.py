@@ -69,7 +69,8 @@ def api_for(gateway: Any) -> Api:
     from tasks import runtime
     from tasks.app import configure
 
-    runtime.configure(gateway.settings, gateway.store, gateway.vectors)
+    lane = gateway.embedded.lane if gateway.embedded is not None else None
+    runtime.configure(gateway.settings, gateway.store, gateway.vectors, lane=lane)
     configure(gateway.settings)
     return Api(gateway.app.test_client(), gateway.secret, gateway.store)
 

@@ -480,3 +480,39 @@ def test_weights_shape_hybrid_only(vapi: Api, vector_gateway: Any) -> None:
     hybrid = search.search(store, "redis evictions", Scope(project), vectors=vectors,
                            weights=no_vector)
     assert hybrid["streams"] == ["bm25", "graph"] and "degraded" not in hybrid
+
+
+def test_the_index_keeps_each_projects_newest_observations(vectors: Vectors,
+                                                            store: Store) -> None:
+    """ENGRAM_VECTOR_MAX_OBSERVATIONS: older observations are not embedded, and leave the
+    index as newer ones arrive; memories stay whatever their age."""
+    from engram import drains
+
+    def add(doc_id: str, kind: str, at: float, project: str = "keep") -> None:
+        with store.write() as conn:
+            store.keyword.upsert(conn, KeywordDoc(doc_id=doc_id, kind=kind, project=project,
+                                                  body=f"{doc_id}: the build failed on ARM",
+                                                  created_at=at))
+
+    def indexed(project: str = "keep") -> set[str]:
+        index = vectors.index()
+        assert index is not None
+        found = index.search("build failed", Scope(project), 50)
+        return {hit.doc_id for hit in found}
+
+    add("mem-old", "memory", 1.0)
+    for n in range(6):
+        add(f"obs-{n}", "observation", 10.0 + n)
+    add("other-0", "observation", 1.0, project="other")  # another project's own newest
+    drains.drain_vectors(store, vectors, batch=100, keep_observations=3)
+    assert indexed() == {"mem-old", "obs-3", "obs-4", "obs-5"}  # the old ones never embedded
+    assert indexed("other") == {"other-0"}
+    for n in range(6, 10):
+        add(f"obs-{n}", "observation", 10.0 + n)
+    drains.drain_vectors(store, vectors, batch=2, batches=10, keep_observations=3)
+    # 3 kept, plus at most the pruning slack: the oldest kept ones went as new ones came
+    kept = indexed() - {"mem-old"}
+    assert {"obs-7", "obs-8", "obs-9"} <= kept and "obs-3" not in kept
+    assert "mem-old" in indexed()
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == 0
