@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from engram import derive, graph
+from engram import derive, graph, inbox
 from engram.inbox import backoff_seconds
 from engram.store import Store
 from engram.vectors import TARGET as VECTOR_TARGET
@@ -42,11 +42,18 @@ class VectorDrain:
     failed: bool = False
 
 
+def capture_waiting(store: Store) -> bool:
+    """True while the capture inbox has work a worker could take now: derived work yields."""
+    with store.read() as conn:
+        return inbox.has_work(conn)
+
+
 def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
-                  keep_observations: int = 0) -> VectorDrain:
+                  keep_observations: int = 0, yield_to_capture: bool = False) -> VectorDrain:
     """Embed up to ``batches`` batches of ``batch`` queued changes. ``keep_observations`` > 0:
     the index keeps each project's newest that many observations (older ones are not embedded,
-    and are removed as newer ones arrive)."""
+    and are removed as newer ones arrive). ``yield_to_capture``: stop after the first batch
+    while capture has work waiting (``more`` says work is left)."""
     if not vectors.enabled:
         with store.write() as conn:  # nothing will ever read them: keep the queue empty
             derive.clear(conn, VECTOR_TARGET)
@@ -56,7 +63,9 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
         vectors.retry()  # Chroma or the embedder may be back by the next sweep
         return VectorDrain(failed=True)
     embedded = deleted = 0
-    for _ in range(batches):
+    for number in range(batches):
+        if number and yield_to_capture and capture_waiting(store):
+            return VectorDrain(embedded, deleted, more=True)
         with store.write() as conn:
             changes = derive.claim(conn, VECTOR_TARGET, batch, VECTOR_LEASE_SECONDS)
         if not changes:
@@ -116,12 +125,16 @@ def _prune(store: Store, index: VectorIndex, cutoffs: dict[str, float], keep: in
                  project, len(old), keep)
 
 
-def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None = None) -> int:
-    """Apply queued graph changes until the queue is empty (or ``max_batches`` ran); returns how
-    many changes were applied. A failing batch is retried one document at a time, so one bad
-    document is set aside (``derive.failed``, retried later) without holding up the rest."""
+def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None = None,
+                yield_to_capture: bool = False) -> int:
+    """Apply queued graph changes until the queue is empty (or ``max_batches`` ran, or, with
+    ``yield_to_capture``, capture has work waiting after a batch); returns how many changes were
+    applied. A failing batch is retried one document at a time, so one bad document is set
+    aside (``derive.failed``, retried later) without holding up the rest."""
     applied = batches = 0
     while max_batches is None or batches < max_batches:
+        if batches and yield_to_capture and capture_waiting(store):
+            break
         batches += 1
         changes: list[derive.Change] = []
         try:

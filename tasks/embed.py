@@ -11,7 +11,10 @@ from tasks import runtime
 from tasks.app import celery_app
 
 BATCHES_PER_TASK = 8
-"""Batches one task drains before handing over (it re-dispatches itself when more is queued)."""
+"""Batches one task drains before handing over (it re-dispatches itself when more is queued).
+It hands over after one batch while capture has work waiting: a pool that consumes both
+queues never keeps a capture waiting longer than one batch."""
+YIELD_SECONDS = 1.0
 
 
 @celery_app.task(name="engram.embed")
@@ -20,8 +23,11 @@ def embed() -> dict[str, int]:
     settings = runtime.settings()
     result = drains.drain_vectors(runtime.store(), runtime.vectors(), settings.embedding_batch,
                                   batches=BATCHES_PER_TASK,
-                                  keep_observations=settings.vector_max_observations)
+                                  keep_observations=settings.vector_max_observations,
+                                  yield_to_capture=True)
     if result.more and not result.failed:
-        runtime.send_drain(embed)
+        # after yielding to capture, come back a moment later: the capture tasks take the
+        # worker's slots in between
+        runtime.send_drain(embed, countdown=YIELD_SECONDS)
     # a failed batch is leased for its backoff: the sweeper sends the task again while rows wait
     return {"embedded": result.embedded, "deleted": result.deleted, "more": int(result.more)}

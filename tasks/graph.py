@@ -11,8 +11,9 @@ from tasks import runtime
 from tasks.app import celery_app
 
 GRAPH_MAX_BATCHES = 40
-"""Batches per task run; a run that stops with work left sends itself again, so other tasks get
-the worker in between."""
+"""Batches per task run; a run that stops with work left (or that yielded to waiting capture
+work after a batch) sends itself again, so other tasks get the worker in between."""
+YIELD_SECONDS = 1.0
 
 
 @celery_app.task(name="engram.graph_extract")
@@ -21,9 +22,9 @@ def graph_extract() -> int:
     left. Any number of these may run at once: claims are leases."""
     runtime.flight().started(graph_extract.name)
     store = runtime.store()
-    applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES)
+    applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES, yield_to_capture=True)
     with store.read() as conn:
         left = derive.pending(conn, drains.GRAPH_TARGET)
     if left and applied:
-        runtime.send_drain(graph_extract)
+        runtime.send_drain(graph_extract, countdown=YIELD_SECONDS)
     return applied

@@ -65,3 +65,17 @@ def test_lane_stops_promptly(store: Store, tmp_path: Path) -> None:
     started = time.monotonic()
     derived.stop(5)
     assert not derived.alive and time.monotonic() - started < 1.0
+
+
+def test_drain_tasks_yield_to_waiting_capture_after_one_batch(store: Store) -> None:
+    """A worker pool that consumes capture and derived queues never keeps capture waiting
+    behind more than one derived batch."""
+    from engram import drains, inbox
+    from tests.test_store import _event
+
+    for n in range(30):
+        edit(store, "p", "s3", f"pkg/file_{n}.py")
+    inbox.accept(store, _event("p", "waiting", 0, "a capture waits"), 100)
+    assert drains.drain_graph(store, batch=10, max_batches=10, yield_to_capture=True) == 10
+    assert graph_pending(store) == 20
+    assert drains.drain_graph(store, batch=10, max_batches=10) == 20  # no yield asked
