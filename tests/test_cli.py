@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,49 @@ def test_real_server_body_limits(tmp_path: Path) -> None:
         assert status == 200 and body["imported"]["memories"] == 200
     finally:
         cluster.stop_all()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_server_mid_import(tmp_path: Path) -> None:
+    """A large import in flight does not keep the server alive after SIGTERM: it is gone within
+    seconds (STOP_DEADLINE_SECONDS), and what the import committed stays."""
+    import signal
+    import threading
+
+    cluster = Cluster(tmp_path)
+    server = cluster.serve()
+    memories = [{"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
+                for n in range(40_000)]
+    answers: list[Any] = []
+
+    def post() -> None:
+        try:
+            answers.append(cluster.request("POST", "/v1/import",
+                                           {"strategy": "merge",
+                                            "data": {"version": 1, "memories": memories}}))
+        except Exception as exc:  # the server went away mid-request: expected here
+            answers.append(exc)
+
+    sender = threading.Thread(target=post)
+    sender.start()
+    wait_for(lambda: "import" in server.output() or _imported(cluster) > 0, 60,
+             message="the import to be under way")
+    started = time.monotonic()
+    os.killpg(server.popen.pid, signal.SIGTERM)
+    assert server.popen.wait(15) == 0
+    stopped_in = time.monotonic() - started
+    sender.join(30)
+    assert stopped_in < 15 and "Stopped" in server.output(), server.output()
+    assert "Traceback" not in server.output()
+
+
+def _imported(cluster: Cluster) -> int:
+    """Memories committed so far, read without opening a Store (which would migrate)."""
+    import sqlite3
+
+    path = cluster.tmp / "data" / "engram.db"
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
+    except sqlite3.Error:  # not created yet, or locked this instant
+        return 0
