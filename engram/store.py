@@ -20,14 +20,42 @@ from engram.derive import DerivingIndex
 from engram.keyword import KeywordIndex, keyword_index_for
 
 
+class FairLock:
+    """A lock handed to waiters in the order they asked (a ticket lock).
+
+    ``threading.Lock`` is not fair: the thread that releases it usually takes it straight back.
+    A writer that writes in a loop (an import's batches, a drain's) would then keep a hook's
+    single /v1/observe write waiting for the whole loop instead of one batch.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._next_ticket = 0
+        self._serving = 0
+
+    def __enter__(self) -> FairLock:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while self._serving != ticket:
+                self._cond.wait()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
+
+
 class Store:
     def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
         self.engine = engine
         self.keyword = keyword or DerivingIndex(keyword_index_for(engine))
         # SQLite admits one writer; a thread that finds the lock taken sleeps in SQLite's busy
         # handler in growing steps (up to 100 ms) even when the lock frees a millisecond later.
-        # Queueing this process's writers on a Python lock first hands the lock over at once.
-        self._write_lock = threading.Lock() if is_sqlite(engine) else None
+        # Queueing this process's writers on a Python lock first hands the lock over at once,
+        # in order of arrival.
+        self._write_lock = FairLock() if is_sqlite(engine) else None
 
     @classmethod
     def open(cls, database_url: str) -> Store:

@@ -108,9 +108,10 @@ def validate(document: Any, strategy: Any) -> None:
         raise InvalidImport(problems)
 
 
-IMPORT_BATCH = 200
+IMPORT_BATCH = 50
 """Items per import transaction. The store's write lock (on SQLite: every writer's, capture
-included) is held for one batch at a time, so a large import never holds up a hook for long."""
+included) is held for one batch at a time, tens of milliseconds, and handed to waiting writers
+in turn between batches (``FairLock``), so a large import never holds up a hook for long."""
 
 
 def import_(store: Store, document: dict[str, Any], strategy: str,

@@ -303,3 +303,35 @@ def test_import_in_small_batches_is_whole_and_repeatable(store: Store, tmp_path)
         assert (again["observations"], again["skipped"]) == (0, 10)
     finally:
         target.close()
+
+
+def test_the_write_lock_serves_writers_in_order_of_arrival() -> None:
+    """A thread that writes in a loop cannot keep taking the lock back from a waiting one."""
+    import threading
+
+    from engram.store import FairLock
+
+    lock, order = FairLock(), []
+    holder_has_it, waiter_waiting = threading.Event(), threading.Event()
+
+    def looping_writer() -> None:
+        for n in range(3):
+            with lock:
+                if n == 0:
+                    holder_has_it.set()
+                    waiter_waiting.wait(5)
+                    time.sleep(0.05)  # the waiter is now blocked on the lock
+                order.append(f"loop{n}")
+
+    def one_write() -> None:
+        holder_has_it.wait(5)
+        waiter_waiting.set()
+        with lock:
+            order.append("hook")
+
+    threads = [threading.Thread(target=looping_writer), threading.Thread(target=one_write)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert order == ["loop0", "hook", "loop1", "loop2"]
