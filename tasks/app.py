@@ -51,6 +51,11 @@ def configure(settings: Settings) -> Celery:
             "socket_connect_timeout": 2,
             "socket_timeout": 5,
         }
+    if celery_app.conf.broker_url not in (None, broker):
+        # Re-pointed in the same process (tests; a demo gateway after another): publishing goes
+        # through cached connection and producer pools bound to the old broker, drop them.
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
     celery_app.conf.update(
         broker_url=broker,
         broker_transport_options=transport,

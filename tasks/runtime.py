@@ -38,9 +38,10 @@ def configure(settings: Settings, store: Store | None = None,
               vectors: Vectors | None = None, lane: DerivedLane | None = None) -> None:
     """``lane``: the embedded server's derived lane; derived work is kicked there instead of
     being sent as tasks."""
-    global _settings, _store, _vectors, _lane
+    global _settings, _store, _vectors, _lane, _flight
     with _lock:
         _settings, _store, _vectors, _lane = settings, store, vectors, lane
+        _flight = None  # it talks to the broker of the settings it was made for
 
 
 KICK_INTERVAL = 0.5

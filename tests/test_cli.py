@@ -168,30 +168,33 @@ def test_sigterm_stops_the_server_mid_import(tmp_path: Path) -> None:
     import threading
 
     cluster = Cluster(tmp_path)
-    server = cluster.serve()
-    memories = [{"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
-                for n in range(40_000)]
-    answers: list[Any] = []
+    try:
+        server = cluster.serve()
+        memories = [{"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
+                    for n in range(40_000)]
+        answers: list[Any] = []
 
-    def post() -> None:
-        try:
-            answers.append(cluster.request("POST", "/v1/import",
-                                           {"strategy": "merge",
-                                            "data": {"version": 1, "memories": memories}}))
-        except Exception as exc:  # the server went away mid-request: expected here
-            answers.append(exc)
+        def post() -> None:
+            try:
+                answers.append(cluster.request("POST", "/v1/import",
+                                               {"strategy": "merge",
+                                                "data": {"version": 1, "memories": memories}}))
+            except Exception as exc:  # the server went away mid-request: expected here
+                answers.append(exc)
 
-    sender = threading.Thread(target=post)
-    sender.start()
-    wait_for(lambda: "import" in server.output() or _imported(cluster) > 0, 60,
-             message="the import to be under way")
-    started = time.monotonic()
-    os.killpg(server.popen.pid, signal.SIGTERM)
-    assert server.popen.wait(15) == 0
-    stopped_in = time.monotonic() - started
-    sender.join(30)
-    assert stopped_in < 15 and "Stopped" in server.output(), server.output()
-    assert "Traceback" not in server.output()
+        sender = threading.Thread(target=post)
+        sender.start()
+        wait_for(lambda: _imported(cluster) > 0, 60, message="the import to be under way")
+        started = time.monotonic()
+        os.killpg(server.popen.pid, signal.SIGTERM)
+        assert server.popen.wait(15) == 0
+        stopped_in = time.monotonic() - started
+        sender.join(30)
+        assert stopped_in < 15 and "Stopped" in server.output(), server.output()
+        assert "Traceback" not in server.output()
+        assert 0 < _imported(cluster) < len(memories)  # committed batches stay
+    finally:
+        cluster.stop_all()
 
 
 def _imported(cluster: Cluster) -> int:
