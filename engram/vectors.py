@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -163,19 +163,16 @@ class VectorIndex:
         log.info("vectors %s: %d documents queued for back-fill", self.name, queued)
         return queued
 
-    def apply(self, changes: Sequence[derive.Change],
-              keep_after: Mapping[str, float] | None = None) -> None:
-        """Bring the collections up to date with ``changes`` (idempotent). ``keep_after``: per
-        project, observations created before this time are not kept (an upsert of one removes
-        it instead), so the index holds only a project's newest observations."""
-        keep_after = keep_after or {}
+    def apply(self, changes: Sequence[derive.Change], drop: Collection[str] = ()) -> None:
+        """Bring the collections up to date with ``changes`` (idempotent). Documents in
+        ``drop`` are not kept in the index: an upsert of one removes it instead (an observation
+        past the project's newest, or of a kind that gets no vector)."""
         upserts, dropped, deletes = [], [], []
         for c in changes:
             doc = c.doc
             if c.op != derive.UPSERT or doc is None:
                 deletes.append(c.doc_id)
-            elif doc.kind == "observation" and doc.created_at < keep_after.get(doc.project,
-                                                                                 float("-inf")):
+            elif doc.doc_id in drop:
                 dropped.append(doc)
             else:
                 upserts.append(doc)

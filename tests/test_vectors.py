@@ -516,3 +516,22 @@ def test_the_index_keeps_each_projects_newest_observations(vectors: Vectors,
     assert "mem-old" in indexed()
     with store.read() as conn:
         assert derive.pending(conn, TARGET) == 0
+
+
+def test_file_reads_and_listings_get_no_vector(vectors: Vectors, store: Store) -> None:
+    from engram import drains
+    from tests.test_graph import observe
+
+    read = observe(store, "kinds", "s1", "Read", {"file_path": "src/billing/invoice.py"},
+                   {"content": "def total(items):\n    return sum(i.price for i in items)\n"})
+    grep = observe(store, "kinds", "s1", "Grep", {"pattern": "price"},
+                   {"output": "src/billing/invoice.py:2: return sum(i.price for i in items)"})
+    ran = observe(store, "kinds", "s1", "Bash", {"command": "pytest tests/test_invoice.py"},
+                  {"stdout": "FAILED test_total - TypeError: unsupported operand", "exit_code": 1})
+    drains.drain_vectors(store, vectors, batch=50)
+    index = vectors.index()
+    assert index is not None
+    found = {hit.doc_id for hit in index.search("invoice total price", Scope("kinds"), 10)}
+    assert found == {ran} and read not in found and grep not in found
+    with store.read() as conn:
+        assert derive.pending(conn, TARGET) == 0  # handled, not left queued
