@@ -1,5 +1,8 @@
 """Process memory: keep the heap returnable to the system, and say how much a process holds.
 
+``bound_heap`` is called once at the start of every long-running process (serve, worker, beat),
+before its threads start.
+
 Why ``bound_heap``: glibc's malloc raises its mmap threshold each time a large block is freed, so
 after a few embedding batches (tens of MB of short-lived activations each) every large block
 comes from the main heap, which fragments and never shrinks. Measured with the int8 MiniLM, one
@@ -18,8 +21,12 @@ import threading
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 HEAP_THRESHOLD_BYTES = 128 * 1024
 """glibc's own initial threshold; fixing it stops the dynamic raise described above."""
+ARENA_MAX = 2
+"""glibc gives threads their own heaps (up to 8 per core), each keeping what it freed: a server
+with a dozen threads (requests, workers, the derived lane) holds several partly empty heaps."""
 
 _bounded = False
 _lock = threading.Lock()
@@ -42,7 +49,8 @@ def bound_heap() -> bool:
             return False
         mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
         ok = bool(mallopt(M_MMAP_THRESHOLD, HEAP_THRESHOLD_BYTES)) and bool(
-            mallopt(M_TRIM_THRESHOLD, HEAP_THRESHOLD_BYTES))
+            mallopt(M_TRIM_THRESHOLD, HEAP_THRESHOLD_BYTES)) and bool(
+            mallopt(M_ARENA_MAX, ARENA_MAX))
         _bounded = ok
         return ok
 

@@ -184,7 +184,7 @@ SETTINGS: tuple[Spec, ...] = (
          "API key for the endpoint, sent as `Authorization: Bearer`. Empty: no header."),
     Spec("ENGRAM_EMBEDDING_BATCH", "embedding_batch", _positive_int, 32,
          "Texts per embedding call (one ONNX run, or one HTTP request)."),
-    Spec("ENGRAM_EMBEDDING_BATCH_TOKENS", "embedding_batch_tokens", _positive_int, 1024,
+    Spec("ENGRAM_EMBEDDING_BATCH_TOKENS", "embedding_batch_tokens", _positive_int, 512,
          "Local embedder: padded tokens one batch may hold (texts x the longest text). Bounds "
          "the memory a batch takes while it runs; texts are batched shortest first."),
     Spec("ENGRAM_EMBEDDING_THREADS", "embedding_threads", _positive_int, 1,

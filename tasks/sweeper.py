@@ -116,10 +116,12 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     finally:
         if reader is not None:
             reader.close()
+    if settings.embedder == "none":
+        with store.write() as conn:  # every write queues vector work; with no embedder, drop it
+            derive.clear(conn, "vector")
     with store.read() as conn:  # derived work whose task was lost (or never sent: import, forget)
         result["graph"] = derive.pending(conn, "graph")
-        result["vectors"] = (derive.pending(conn, "vector") if settings.embedder != "none"
-                             else 0)
+        result["vectors"] = derive.pending(conn, "vector")
     if result["graph"] or result["vectors"]:
         runtime.kick_derived()
     with store.write() as conn:

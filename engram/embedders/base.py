@@ -51,7 +51,7 @@ def is_asymmetric(embedder: object) -> bool:
     return callable(getattr(embedder, "embed_query", None))
 
 
-def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 1024,
+def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 512,
                    threads: int = 1) -> Embedder:
     """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
     if model == "minilm":
