@@ -436,3 +436,16 @@ def test_e5_throughput(e5: LocalE5Embedder) -> None:
     rate = len(texts) / (time.perf_counter() - start)
     print(f"\ne5 embedder: {rate:.0f} sentences/s at batch {e5.batch_size}")
     assert rate > 2
+
+
+def test_compact_model_embeds_like_the_shipped_one(tmp_path: Path) -> None:
+    """The rewrite that keeps the int8 weights 8-bit at run time changes no vector: the same
+    quantised weights, dequantised inside the kernels instead of in the graph."""
+    from engram.embedders.compact import compact_model
+
+    compact = compact_model(default_model_path(), tmp_path / "models")
+    assert compact != default_model_path() and compact.parent == tmp_path / "models"
+    assert compact_model(default_model_path(), tmp_path / "models") == compact  # made once
+    shipped = np.array(LocalMiniLMEmbedder(model_path=default_model_path()).embed(SENTENCES))
+    rewritten = np.array(LocalMiniLMEmbedder(model_path=compact).embed(SENTENCES))
+    assert (shipped * rewritten).sum(axis=1).min() > 0.9999

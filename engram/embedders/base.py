@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
@@ -52,13 +53,13 @@ def is_asymmetric(embedder: object) -> bool:
 
 
 def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 512,
-                   threads: int = 1) -> Embedder:
+                   threads: int = 1, cache_dir: Path | None = None) -> Embedder:
     """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
     if model == "minilm":
         from engram.embedders.local import LocalMiniLMEmbedder
 
         return LocalMiniLMEmbedder(batch_size=batch_size, batch_tokens=batch_tokens,
-                                   threads=threads)
+                                   threads=threads, cache_dir=cache_dir)
     if model == "e5-small":
         from engram.embedders.e5 import LocalE5Embedder
 
@@ -93,7 +94,8 @@ def embedder_from_settings(settings: Settings) -> Embedder | None:
     if kind == "local":
         return local_embedder(settings.local_model, settings.embedding_batch,
                               batch_tokens=settings.embedding_batch_tokens,
-                              threads=settings.embedding_threads)
+                              threads=settings.embedding_threads,
+                              cache_dir=settings.data_dir / "models")
     if kind == "openai":
         from engram.embedders.openai import OpenAIEmbedder
 

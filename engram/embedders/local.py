@@ -8,6 +8,8 @@ mean-pooled over the attention mask and L2-normalised — what sentence-transfor
 Memory is bounded by construction (measured in one process, int8 MiniLM, 2 cores, realistic
 observation gists):
 
+- the model's int8 weights stay 8-bit while it runs (``engram.embedders.compact``): loaded 113
+  vs 172 MB, peak while embedding 151 vs 210 MB, at 22.8 vs 27.1 texts/s;
 - one ONNX session, not one per thread count: each costs its own copy of the prepared graph;
 - basic graph optimisations only. The model stores its weights as int8 and casts them to float
   in the graph (Cast, Mul by a per-column scale, MatMul): with optimisations off that cast runs
@@ -172,13 +174,18 @@ class LocalMiniLMEmbedder:
 
     def __init__(self, batch_size: int = 32, model_path: Path | None = None,
                  tokenizer_path: Path | None = None, *,
-                 batch_tokens: int = DEFAULT_BATCH_TOKENS, threads: int = 1) -> None:
+                 batch_tokens: int = DEFAULT_BATCH_TOKENS, threads: int = 1,
+                 cache_dir: Path | None = None) -> None:
+        """``model_path``: an ONNX file used as it is; by default the installed int8 model,
+        rewritten to keep its weights 8-bit (``engram.embedders.compact``) into ``cache_dir``
+        (default ``~/.cache/engram/models``)."""
         if batch_size <= 0 or batch_tokens <= 0 or threads <= 0:
             raise EmbedderError("embedding batch size, batch tokens and threads must be "
                                 f"positive, got {batch_size}, {batch_tokens}, {threads}")
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.threads = threads
+        self.cache_dir = cache_dir or Path.home() / ".cache" / "engram" / "models"
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
 
@@ -191,7 +198,11 @@ class LocalMiniLMEmbedder:
         self._runtime()
 
     def _runtime(self) -> _Runtime:
-        model = self._model_path or default_model_path()
+        if self._model_path is None:
+            from engram.embedders.compact import compact_model
+
+            self._model_path = compact_model(default_model_path(), self.cache_dir)
+        model = self._model_path
         tokenizer = self._tokenizer_path or default_tokenizer_path()
         return _runtime(model, tokenizer, self.threads)
 
