@@ -103,8 +103,10 @@ class DerivedLane:
         while True:
             applied = drains.drain_graph(self.store, batch=self.graph_batch, max_batches=1)
             more_graph = applied >= self.graph_batch
+            # not cut short by capture: a graph batch holds the write lock for tens of ms,
+            # and the store's fair lock lets a waiting capture in between two batches
             if (not more_graph or time.monotonic() - started >= GRAPH_SLICE_SECONDS
-                    or self._stopping.is_set() or self.capture_busy()):
+                    or self._stopping.is_set()):
                 break
         result = drains.drain_vectors(self.store, self.vectors, self.vector_batch, batches=1,
                                       keep_observations=self.keep_observations)

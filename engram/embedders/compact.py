@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -48,27 +50,40 @@ def compact_model(source: Path, cache_dir: Path) -> Path:
     target = cache_dir / f"minilm-compact-{_digest(source)}.onnx"
     if target.is_file():
         return target
-    try:
-        import onnx  # noqa: F401 - only the rewrite needs it
-    except ImportError:
-        log.warning("onnx is not installed: the local embedder keeps float weights (~140 MB "
-                    "more); `pip install onnx` to keep them 8-bit")
-        return source
-    model = _rewrite(source)
-    if model is None:
-        return source
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".onnx.tmp")
-    os.close(handle)
+    # In a child process: loading the graph with onnx takes tens of MB that a long-running
+    # server's heap would keep.
+    done = subprocess.run([sys.executable, "-m", "engram.embedders.compact", str(source),  # noqa: S603
+                           str(target)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 or not target.is_file():
+        log.warning("the local embedder keeps float weights (~140 MB more): rewriting %s "
+                    "failed: %s", source, (done.stderr or done.stdout).strip()[-500:])
+        return source
+    return target
+
+
+def write_compact(source: Path, target: Path) -> bool:
+    """Rewrite ``source`` into ``target`` (atomically); False when there is nothing to rewrite
+    or the ``onnx`` package is missing."""
     try:
         import onnx
-
+    except ImportError:
+        print("onnx is not installed: `pip install onnx` to keep the weights 8-bit",
+              file=sys.stderr)
+        return False
+    model = _rewrite(source)
+    if model is None:
+        print(f"{source}: not the int8 graph this rewrite knows", file=sys.stderr)
+        return False
+    handle, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+    os.close(handle)
+    try:
         onnx.save(model, tmp)
         os.replace(tmp, target)  # atomic: two processes making it at once both end well
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target
+    return True
 
 
 def _rewrite(source: Path) -> Any | None:
@@ -162,3 +177,7 @@ def _rewrite(source: Path) -> Any | None:
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     log.info("local embedder: %d weight matrices kept 8-bit", len(replace))
     return model
+
+
+if __name__ == "__main__":  # python -m engram.embedders.compact SOURCE TARGET
+    sys.exit(0 if write_compact(Path(sys.argv[1]), Path(sys.argv[2])) else 1)
