@@ -27,3 +27,21 @@ def test_render_status_with_the_store_down_says_only_what_is_known() -> None:
     assert "NEEDS ATTENTION" in text and "DOWN" in text and "connection refused" in text
     assert "None" not in text and "broker:" not in text
     assert "fix: check ENGRAM_DATABASE_URL" in text
+
+
+def test_render_status_shows_memory_and_derived_lag() -> None:
+    report = {"ok": False, "mode": "embedded", "version": "0.1.0",
+              "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 8},
+              "inbox": {"waiting": 3, "capacity": 10000, "pending": 3, "processing": 0,
+                        "retrying": 0, "oldestWaitingSeconds": 12.4},
+              "derived": {"graph": {"pending": 0, "lagSeconds": 0.0},
+                          "vector": {"pending": 40, "lagSeconds": 7.2}},
+              "memory": {"budgetMb": 300, "processes": {"server": {"rssMb": 281.0,
+                                                                   "peakRssMb": 295.4}}},
+              "problems": [{"component": "memory", "problem": "server holds 281 MB (peak 295 "
+                            "MB) of a 300 MB budget", "fix": "lower ENGRAM_EMBEDDING_BATCH_TOKENS"}]}
+    text = render_status(report, "http://127.0.0.1:8737")
+    assert "3 waiting of 10000" in text and "oldest 12s" in text
+    assert "derived lag:  graph 0 queued, vector 40 queued (oldest 7s)" in text
+    assert "memory:       server 281 MB (peak 295) of 300 MB" in text
+    assert "[memory] server holds 281 MB" in text
