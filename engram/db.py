@@ -163,10 +163,10 @@ def _import_ledger(conn: Connection) -> None:
 def _load_indexes(conn: Connection) -> None:
     """Indexes for work under load: the inbox by session (the capture task asks, for each event
     of an ended session, whether the session still has events waiting: its summary follows the
-    last) and keyword documents by project, kind and time (the vector index keeps a project's
-    newest observations)."""
+    last) and keyword documents by kind and time (the vector index keeps the newest
+    observations)."""
     for table, name in ((schema.capture_inbox, "ix_capture_inbox_session"),
-                        (schema.kw_docs, "ix_kw_docs_project_kind_created")):
+                        (schema.kw_docs, "ix_kw_docs_kind_created")):
         next(i for i in table.indexes if i.name == name).create(conn, checkfirst=True)
 
 
@@ -180,7 +180,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (5, "derived index queue and document bodies", _derive_queue),
     (6, "knowledge graph tables", _graph_tables),
     (7, "memory-file sync ledger and memory provenance", _import_ledger),
-    (8, "indexes for load: inbox by session, documents by project and time", _load_indexes),
+    (8, "indexes for load: inbox by session, documents by kind and time", _load_indexes),
 )
 
 

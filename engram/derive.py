@@ -142,23 +142,22 @@ def oldest_enqueued(conn: Connection, target: str) -> float | None:
     return None if value is None else float(value)
 
 
-def observation_cutoff(conn: Connection, project: str, keep: int) -> float | None:
-    """The creation time of ``project``'s ``keep``-th newest observation: older ones fall
-    outside an index that keeps the newest ``keep`` (None: it has no more than that)."""
+def observation_cutoff(conn: Connection, keep: int) -> float | None:
+    """The creation time of the ``keep``-th newest observation (of every project): older ones
+    fall outside an index that keeps the newest ``keep`` (None: there are no more than that)."""
     value = conn.execute(
-        select(kw_docs.c.created_at).where(kw_docs.c.project == project,
-                                           kw_docs.c.kind == "observation")
+        select(kw_docs.c.created_at).where(kw_docs.c.kind == "observation")
         .order_by(kw_docs.c.created_at.desc()).limit(1).offset(keep - 1)).scalar()
     return None if value is None else float(value)
 
 
-def observations_before(conn: Connection, project: str, cutoff: float, limit: int) -> list[str]:
-    """Ids of ``project``'s observations created before ``cutoff``, newest first."""
-    return list(conn.execute(
-        select(kw_docs.c.doc_id).where(kw_docs.c.project == project,
-                                       kw_docs.c.kind == "observation",
-                                       kw_docs.c.created_at < cutoff)
-        .order_by(kw_docs.c.created_at.desc()).limit(limit)).scalars())
+def observations_before(conn: Connection, cutoff: float, limit: int) -> list[tuple[str, str]]:
+    """(id, project) of observations created before ``cutoff``, newest first."""
+    rows = conn.execute(
+        select(kw_docs.c.doc_id, kw_docs.c.project).where(kw_docs.c.kind == "observation",
+                                                          kw_docs.c.created_at < cutoff)
+        .order_by(kw_docs.c.created_at.desc()).limit(limit)).all()
+    return [(r.doc_id, r.project) for r in rows]
 
 
 def last_error(conn: Connection, target: str) -> str | None:

@@ -54,8 +54,8 @@ def capture_waiting(store: Store) -> bool:
 def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
                   keep_observations: int = 0, yield_to_capture: bool = False) -> VectorDrain:
     """Embed up to ``batches`` batches of ``batch`` queued changes. ``keep_observations`` > 0:
-    the index keeps each project's newest that many observations (older ones are not embedded,
-    and are removed as newer ones arrive). ``yield_to_capture``: stop after the first batch
+    the index keeps the newest that many observations of all projects (older ones are not
+    embedded, and are removed as newer ones arrive). ``yield_to_capture``: stop after the first batch
     while capture has work waiting (``more`` says work is left)."""
     if not vectors.enabled:
         with store.write() as conn:  # nothing will ever read them: keep the queue empty
@@ -74,9 +74,9 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
         if not changes:
             return VectorDrain(embedded, deleted)
         try:
-            cutoffs = _cutoffs(store, changes, keep_observations)
-            index.apply(changes, drop=_not_embedded(store, changes, cutoffs))
-            _prune(store, index, cutoffs, keep_observations)
+            cutoff = _cutoff(store, changes, keep_observations)
+            index.apply(changes, drop=_not_embedded(store, changes, cutoff))
+            _prune(store, index, cutoff, keep_observations)
         except Exception as exc:  # noqa: BLE001 - kept queued, retried with backoff, shown in status
             attempts = max(c.attempts for c in changes)
             delay = backoff_seconds(attempts, *VECTOR_RETRY_SECONDS)
@@ -96,25 +96,28 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
 
 
 PRUNE_SLACK = 1.05
-"""A project's collection may exceed its observation cap by this factor before old vectors are
-removed, so pruning runs once per few hundred new observations, not per batch."""
+"""The index may exceed its observation cap by this factor before old vectors are removed, so
+pruning runs once per few hundred new observations, not per batch."""
 PRUNE_LIMIT = 5000
 
 
-def _cutoffs(store: Store, changes: list[derive.Change], keep: int) -> dict[str, float]:
-    """Per project of the observations in ``changes``: the creation time before which an
-    observation falls outside the newest ``keep``."""
-    if keep <= 0:
-        return {}
-    projects = {c.doc.project for c in changes
-                if c.doc is not None and c.doc.kind == "observation"}
-    cutoffs: dict[str, float] = {}
+def _cutoff(store: Store, changes: list[derive.Change], keep: int) -> float | None:
+    """The creation time before which an observation falls outside the newest ``keep`` (None:
+    no cap, or no observation in ``changes``)."""
+    if keep <= 0 or not any(c.doc is not None and c.doc.kind == "observation" for c in changes):
+        return None
     with store.read() as conn:
-        for project in projects:
-            cutoff = derive.observation_cutoff(conn, project, keep)
-            if cutoff is not None:
-                cutoffs[project] = cutoff
-    return cutoffs
+        return derive.observation_cutoff(conn, keep)
+
+
+def _prune(store: Store, index: VectorIndex, cutoff: float | None, keep: int) -> None:
+    if cutoff is None or index.count() <= keep * PRUNE_SLACK:
+        return
+    with store.read() as conn:
+        old = derive.observations_before(conn, cutoff, PRUNE_LIMIT)
+    for project in {p for _, p in old}:
+        index.forget(project, [doc_id for doc_id, p in old if p == project])
+    log.info("vectors: %d observations older than the newest %d removed", len(old), keep)
 
 
 UNEMBEDDED_KINDS = ("read", "search")
@@ -124,31 +127,19 @@ find them by path and content. Measured on the load benchmark's realistic corpus
 quarter of all events, so embedding keeps up with capture on one core."""
 
 
-def _not_embedded(store: Store, changes: list[derive.Change],
-                  cutoffs: dict[str, float]) -> set[str]:
-    """Upserted observations the index does not keep: older than their project's cutoff, or
-    of a kind that gets no vector."""
+def _not_embedded(store: Store, changes: list[derive.Change], cutoff: float | None) -> set[str]:
+    """Upserted observations the index does not keep: older than the cutoff, or of a kind that
+    gets no vector."""
     docs = [c.doc for c in changes if c.op == derive.UPSERT and c.doc is not None
             and c.doc.kind == "observation"]
     if not docs:
         return set()
-    drop = {d.doc_id for d in docs if d.created_at < cutoffs.get(d.project, float("-inf"))}
+    drop = {d.doc_id for d in docs if cutoff is not None and d.created_at < cutoff}
     with store.read() as conn:
         drop |= set(conn.execute(select(observations.c.id).where(
             observations.c.id.in_([d.doc_id for d in docs]),
             observations.c.kind.in_(UNEMBEDDED_KINDS))).scalars())
     return drop
-
-
-def _prune(store: Store, index: VectorIndex, cutoffs: dict[str, float], keep: int) -> None:
-    for project, cutoff in cutoffs.items():
-        if index.project_count(project) <= keep * PRUNE_SLACK:
-            continue
-        with store.read() as conn:
-            old = derive.observations_before(conn, project, cutoff, PRUNE_LIMIT)
-        index.forget(project, old)
-        log.info("vectors of %s: %d observations older than the newest %d removed",
-                 project, len(old), keep)
 
 
 def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None = None,

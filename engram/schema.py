@@ -196,7 +196,7 @@ kw_docs = Table(
     Column("body", Text),  # the indexed text, as given: what derived indexes (vectors, graph) read
     UniqueConstraint("doc_id", name="uq_kw_docs_doc_id"),
     Index("ix_kw_docs_project", "project"),
-    Index("ix_kw_docs_project_kind_created", "project", "kind", "created_at"),
+    Index("ix_kw_docs_kind_created", "kind", "created_at"),
 )
 
 kw_postings = Table(

@@ -191,10 +191,10 @@ SETTINGS: tuple[Spec, ...] = (
          "Local embedder: CPU threads of one batch. 1 leaves the other cores to capture and "
          "search; raise it on a machine (or an embed-only worker) with cores to spare."),
     Spec("ENGRAM_VECTOR_MAX_OBSERVATIONS", "vector_max_observations", _non_negative_int, 20000,
-         "Observations per project kept in the vector index, newest first (memories and "
+         "Observations kept in the vector index, newest first over all projects (memories and "
          "summaries are always kept). Older ones are found by keyword and graph search and "
-         "through their session's summary. Bounds the index's memory (~2 KB a vector); 0: keep "
-         "every observation (a Chroma server with the memory for it)."),
+         "through their session's summary. Bounds the index's memory (~2.2 KB a vector); 0: "
+         "keep every observation (a Chroma server with the memory for it)."),
     Spec("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "embedding_timeout_seconds", _positive_float, 30.0,
          "Timeout of one request to the embedding endpoint."),
     Spec("ENGRAM_CHROMA_URL", "chroma_url", str, "",

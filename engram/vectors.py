@@ -202,10 +202,6 @@ class VectorIndex:
         if collection is not None and doc_ids:
             collection.delete(ids=list(doc_ids))
 
-    def project_count(self, project: str) -> int:
-        collection = self._collection(project, create=False)
-        return 0 if collection is None else int(collection.count())
-
     def count(self) -> int:
         return sum(int(c.count()) for c in self._project_collections())
 

@@ -482,10 +482,9 @@ def test_weights_shape_hybrid_only(vapi: Api, vector_gateway: Any) -> None:
     assert hybrid["streams"] == ["bm25", "graph"] and "degraded" not in hybrid
 
 
-def test_the_index_keeps_each_projects_newest_observations(vectors: Vectors,
-                                                            store: Store) -> None:
-    """ENGRAM_VECTOR_MAX_OBSERVATIONS: older observations are not embedded, and leave the
-    index as newer ones arrive; memories stay whatever their age."""
+def test_the_index_keeps_the_newest_observations(vectors: Vectors, store: Store) -> None:
+    """ENGRAM_VECTOR_MAX_OBSERVATIONS: over all projects, older observations are not embedded,
+    and leave the index as newer ones arrive; memories stay whatever their age."""
     from engram import drains
 
     def add(doc_id: str, kind: str, at: float, project: str = "keep") -> None:
@@ -503,17 +502,18 @@ def test_the_index_keeps_each_projects_newest_observations(vectors: Vectors,
     add("mem-old", "memory", 1.0)
     for n in range(6):
         add(f"obs-{n}", "observation", 10.0 + n)
-    add("other-0", "observation", 1.0, project="other")  # another project's own newest
+    add("other-old", "observation", 1.0, project="other")
+    add("other-new", "observation", 100.0, project="other")
     drains.drain_vectors(store, vectors, batch=100, keep_observations=3)
-    assert indexed() == {"mem-old", "obs-3", "obs-4", "obs-5"}  # the old ones never embedded
-    assert indexed("other") == {"other-0"}
+    # the newest 3 of all projects: other-new, obs-5, obs-4; the older ones never embedded
+    assert indexed() == {"mem-old", "obs-4", "obs-5"}
+    assert indexed("other") == {"other-new"}
     for n in range(6, 10):
-        add(f"obs-{n}", "observation", 10.0 + n)
+        add(f"obs-{n}", "observation", 110.0 + n)
     drains.drain_vectors(store, vectors, batch=2, batches=10, keep_observations=3)
-    # 3 kept, plus at most the pruning slack: the oldest kept ones went as new ones came
-    kept = indexed() - {"mem-old"}
-    assert {"obs-7", "obs-8", "obs-9"} <= kept and "obs-3" not in kept
-    assert "mem-old" in indexed()
+    # the oldest kept ones went as new ones came (pruned once the index passed its cap)
+    assert {"obs-8", "obs-9"} <= indexed() and not {"obs-4", "obs-5"} & indexed()
+    assert "mem-old" in indexed() and indexed("other") <= {"other-new"}
     with store.read() as conn:
         assert derive.pending(conn, TARGET) == 0
 
