@@ -209,7 +209,7 @@ def test_embeddings_are_cached_on_disk_so_a_second_run_embeds_nothing(tmp_path: 
     cache = EmbeddingCache(cache_dir, first.name, first.dim)
     try:
         assert cache.count() == distinct
-        assert cache.path.name == "embeddings-all-minilm-l6-v2-int8.sqlite"
+        assert cache.path.name == "embeddings-all-minilm-l6-v2-q8.sqlite"
     finally:
         cache.close()
 
@@ -443,7 +443,7 @@ def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
     second = _bench(*args)
     assert second.returncode == 0 and "embedding" not in second.stderr.replace(
         "embedding/cache", "")
-    assert (tmp_path / "cache" / "embeddings-all-minilm-l6-v2-int8.sqlite").is_file()
+    assert (tmp_path / "cache" / "embeddings-all-minilm-l6-v2-q8.sqlite").is_file()
 
 
 @needs_data

@@ -173,7 +173,7 @@ def test_settings_defaults_and_factory(tmp_path: Path) -> None:
     local = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
                                                  ENGRAM_EMBEDDING_BATCH="7"))
     assert isinstance(local, LocalMiniLMEmbedder) and local.batch_size == 7
-    assert (local.name, local.dim) == ("all-minilm-l6-v2-int8", 384)
+    assert (local.name, local.dim) == ("all-minilm-l6-v2-q8", 384)
     assert settings.local_model == "minilm"
     e5 = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
                                               ENGRAM_LOCAL_MODEL="E5-Small",
@@ -279,17 +279,22 @@ def test_local_padding_invariance(local: LocalMiniLMEmbedder) -> None:
     assert float(alone @ batched) > 0.9999
 
 
+def same_vectors(a: list[list[float]], b: list[list[float]]) -> bool:
+    """Equal up to the int8 kernels' rounding, which depends a little on the batch's shape."""
+    return bool((np.array(a) * np.array(b)).sum(axis=1).min() > 0.9995)
+
+
 def test_local_batches_internally(local: LocalMiniLMEmbedder) -> None:
     small = LocalMiniLMEmbedder(batch_size=3)
-    assert np.allclose(np.array(small.embed(SENTENCES[:7])), np.array(local.embed(SENTENCES[:7])),
-                       atol=1e-4)
+    assert same_vectors(small.embed(SENTENCES[:7]), local.embed(SENTENCES[:7]))
+    assert not same_vectors(small.embed(SENTENCES[:7]), local.embed(SENTENCES[1:8]))
 
 
 def test_local_token_budget_keeps_order_and_vectors(local: LocalMiniLMEmbedder) -> None:
     # a budget of 64 padded tokens puts the long texts alone and the short ones together
     tight = LocalMiniLMEmbedder(batch_tokens=64)
     texts = [SENTENCES[-3], "x", SENTENCES[0], SENTENCES[-1], "retry with backoff"]
-    assert np.allclose(np.array(tight.embed(texts)), np.array(local.embed(texts)), atol=1e-4)
+    assert same_vectors(tight.embed(texts), local.embed(texts))
 
 
 def test_length_batches_respect_both_bounds() -> None:
@@ -439,8 +444,8 @@ def test_e5_throughput(e5: LocalE5Embedder) -> None:
 
 
 def test_compact_model_embeds_like_the_shipped_one(tmp_path: Path) -> None:
-    """The rewrite that keeps the int8 weights 8-bit at run time changes no vector: the same
-    quantised weights, dequantised inside the kernels instead of in the graph."""
+    """The rewrite that keeps the int8 weights 8-bit at run time (int8 kernels) embeds nearly
+    like the shipped graph; test_local_matches_reference holds it against the fp32 model."""
     from engram.embedders.compact import compact_model
 
     compact = compact_model(default_model_path(), tmp_path / "models")
@@ -448,4 +453,4 @@ def test_compact_model_embeds_like_the_shipped_one(tmp_path: Path) -> None:
     assert compact_model(default_model_path(), tmp_path / "models") == compact  # made once
     shipped = np.array(LocalMiniLMEmbedder(model_path=default_model_path()).embed(SENTENCES))
     rewritten = np.array(LocalMiniLMEmbedder(model_path=compact).embed(SENTENCES))
-    assert (shipped * rewritten).sum(axis=1).min() > 0.9999
+    assert (shipped * rewritten).sum(axis=1).min() > 0.99

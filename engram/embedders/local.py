@@ -8,8 +8,8 @@ mean-pooled over the attention mask and L2-normalised — what sentence-transfor
 Memory is bounded by construction (measured in one process, int8 MiniLM, 2 cores, realistic
 observation gists):
 
-- the model's int8 weights stay 8-bit while it runs (``engram.embedders.compact``): loaded 113
-  vs 172 MB, peak while embedding 151 vs 210 MB, at 22.8 vs 27.1 texts/s;
+- the model's int8 weights stay 8-bit while it runs (``engram.embedders.compact``): loaded 114
+  vs 172 MB, peak while embedding 151 vs 210 MB, at the same speed;
 - one ONNX session, not one per thread count: each costs its own copy of the prepared graph;
 - basic graph optimisations only. The model stores its weights as int8 and casts them to float
   in the graph (Cast, Mul by a per-column scale, MatMul): with optimisations off that cast runs
@@ -37,7 +37,8 @@ from typing import Any
 from engram.embedders.base import EmbedderError
 from engram.memory import bound_heap
 
-NAME = "all-minilm-l6-v2-int8"
+NAME = "all-minilm-l6-v2-q8"
+"""The vector space: the int8 model run with int8 kernels (``engram.embedders.compact``)."""
 DIM = 384
 MAX_TOKENS = 256
 DEFAULT_BATCH_TOKENS = 512

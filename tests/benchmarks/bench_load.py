@@ -532,16 +532,29 @@ def start_stack(stack: Stack, workers: int, args: argparse.Namespace, target: Ta
                       stack, STARTUP_TIMEOUT_S)
         log(f"  gateway answers /v1/livez after {up:.1f}s")
         if mode == "distributed":
-            for i in range(1, workers + 1):
-                stack.procs.append(spawn(f"worker{i}", [
-                    *target.engram, "worker", "--concurrency", str(args.concurrency),
-                    "--name", f"load{i}@%h", *bs.dir_args(root)], env, log_dir, target.cwd))
+            nodes = workers
+            if args.topology == "split":
+                # docs/operations.md: capture pools (prefork, no model) + ONE derived pool
+                for i in range(1, workers + 1):
+                    stack.procs.append(spawn(f"capture{i}", [
+                        *target.engram, "worker", "-Q", "capture,maintenance", "-c", "2",
+                        "-n", f"capture{i}@%h", *bs.dir_args(root)], env, log_dir, target.cwd))
+                stack.procs.append(spawn("derived", [
+                    *target.engram, "worker", "-Q", "embed,graph", "-c", "1",
+                    "-n", "derived@%h", *bs.dir_args(root)], env, log_dir, target.cwd))
+                nodes = workers + 1
+            else:
+                for i in range(1, workers + 1):
+                    stack.procs.append(spawn(f"worker{i}", [
+                        *target.engram, "worker", "--concurrency", str(args.concurrency),
+                        "--name", f"load{i}@%h", *bs.dir_args(root)], env, log_dir,
+                        target.cwd))
             stack.procs.append(spawn("beat", [*target.engram, "beat", *bs.dir_args(root)], env,
                                      log_dir, target.cwd))
-            ready = wait_for(f"{workers} workers answering in /v1/status", lambda: int(
-                api.call("GET", "/v1/status").data["workers"]["alive"]) >= workers, stack,
+            ready = wait_for(f"{nodes} workers answering in /v1/status", lambda: int(
+                api.call("GET", "/v1/status").data["workers"]["alive"]) >= nodes, stack,
                 STARTUP_TIMEOUT_S)
-            log(f"  {workers} workers answer after {ready:.1f}s more")
+            log(f"  {nodes} workers answer after {ready:.1f}s more")
         embedder = (api.call("GET", "/v1/status").data or {}).get("embedder") or {}
         if embedder.get("name") == "none":
             stack.drained = ("graph",)
@@ -1018,6 +1031,34 @@ class Report:
     dead: int = 0
     notes: list[str] = field(default_factory=list)
     log_notes: list[str] = field(default_factory=list)
+    sigterm: SigtermResult | None = None
+    bulk: BulkResult | None = None
+
+
+@dataclass
+class SigtermResult:
+    in_flight: str = ""                  # what the server had to do when SIGTERM was sent
+    seconds: float = math.nan            # SIGTERM -> process exit
+    returncode: int | None = None
+    killed: bool = False                 # still running after SIGTERM_WAIT_S: SIGKILL
+    log_lines: list[str] = field(default_factory=list)   # what it logged after SIGTERM
+
+
+@dataclass
+class BulkResult:
+    events: int = 0
+    file_mb: float = 0.0
+    build_s: float = 0.0
+    returncode: int | None = None
+    import_s: float = math.nan
+    import_peak_mb: float = 0.0          # VmHWM of the `engram import` process
+    import_out: list[str] = field(default_factory=list)
+    hook: SendStats = field(default_factory=SendStats)
+    hook_stored_lags: list[float] = field(default_factory=list)
+    hook_not_stored: Counter = field(default_factory=Counter)
+    drained_after: float = math.nan      # s after the import ended until the inbox was empty
+    drain_left: str = ""
+    derive_after: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def warm_up(stack: Stack, conn: StoreConn, corpus: bs.RealisticCorpus, count: int,
@@ -1094,7 +1135,9 @@ def ledger_lags(conn: StoreConn, report: Report) -> None:
 
 def run_phase(phase: str, mode: str, workers: int, args: argparse.Namespace, target: Target,
               corpus: bs.RealisticCorpus, seed: int) -> Report:
-    label = "embedded" if mode == "embedded" else f"distributed {workers}w"
+    label = "embedded" if mode == "embedded" else (
+        f"distributed split {workers} capture + 1 derived" if args.topology == "split"
+        else f"distributed default {workers}w x c{args.concurrency}")
     report = Report(phase, mode, f"{phase}: {label}", workers)
     stack = new_stack(mode, report.label)
     watch = time.monotonic()
@@ -1110,8 +1153,14 @@ def run_phase(phase: str, mode: str, workers: int, args: argparse.Namespace, tar
             warm_up(stack, conn, corpus, args.warmup, seed + 7)
             if phase == "sustained":
                 sustained(stack, conn, report, args, corpus, seed)
+            elif phase == "bulk":
+                bulk(stack, conn, report, args, target, corpus, seed)
             else:
                 burst(stack, conn, report, args, corpus, seed)
+            if args.sigterm and mode == "embedded" and phase in ("sustained", "bulk"):
+                report.sigterm = sigterm_exit(
+                    stack, conn, corpus, seed + 13,
+                    "import finished, its derived work queued; " if phase == "bulk" else "")
         finally:
             conn.close()
     except Exception as exc:  # noqa: BLE001 - reported; the other runs still happen
@@ -1219,6 +1268,187 @@ def burst(stack: Stack, conn: StoreConn, report: Report, args: argparse.Namespac
     report.mem_end = memory(stack)
     report.samples = sampler.samples
     ledger_lags(conn, report)
+
+
+SIGTERM_WAIT_S = 30.0
+SIGTERM_EVENTS = 300        # a short burst that leaves derived work, when none is queued
+
+
+def sigterm_exit(stack: Stack, conn: StoreConn, corpus: bs.RealisticCorpus, seed: int,
+                 in_flight: str = "") -> SigtermResult:
+    """SIGTERM to the (embedded) server while it has derived work, timed until it exits. When
+    its derive queue is empty, a short burst first gives it some, and SIGTERM follows once the
+    inbox is empty (the derived lane is then at work) or after 60 s."""
+    gateway = stack.procs[0]
+    result = SigtermResult()
+    if stack.derived(conn.derive()):
+        stats = send(stack.port, make_bodies(corpus, seed, f"term{seed}", SIGTERM_EVENTS),
+                     4, None, 1.0, 60)
+        log(f"  sigterm: sent {len(stats.accepted)} events to give the server derived work")
+        watch = time.monotonic()
+        while time.monotonic() - watch < 60 and conn.inbox().waiting:
+            time.sleep(0.2)
+        time.sleep(1.0)  # the derived lane takes its first step
+    inbox, derive = conn.inbox(), conn.derive()
+    result.in_flight = (in_flight + f"inbox waiting {inbox.waiting}; derive_queue "
+                        + ", ".join(f"{t} {n}" for t, (n, _) in derive.items()))
+    log_from = gateway.log_path.stat().st_size if gateway.log_path.exists() else 0
+    log(f"  sigterm: SIGTERM to the server (pid {gateway.pid}) with {result.in_flight}")
+    watch = time.monotonic()
+    os.kill(gateway.pid, signal.SIGTERM)
+    try:
+        gateway.popen.wait(SIGTERM_WAIT_S)
+        result.seconds = time.monotonic() - watch
+        result.returncode = gateway.popen.returncode
+    except subprocess.TimeoutExpired:
+        result.killed = True
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(gateway.pid, signal.SIGKILL)
+        gateway.popen.wait(10)
+        result.seconds = time.monotonic() - watch
+        result.returncode = gateway.popen.returncode
+    with suppress(OSError):
+        with open(gateway.log_path, "rb") as fh:
+            fh.seek(log_from)
+            lines = fh.read().decode(errors="replace").splitlines()
+        result.log_lines = [ln[:300] for ln in lines if ln.strip()][-8:]
+    log(f"  sigterm: exited after {result.seconds:.2f}s with {result.returncode}"
+        + (" (SIGKILL needed)" if result.killed else ""))
+    return result
+
+
+def write_export(path: Path, corpus: bs.RealisticCorpus, seed: int, count: int) -> None:
+    """An Engram export document of ``count`` observations (bench_spine.export_observation of
+    this file's realistic events: sessions of 20-60 events over the corpus projects), written
+    as it is built."""
+    factory = LoadEventFactory(seed, f"bulk{seed}", corpus)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write('{"format": "engram-export", "version": 1, "sessions": [], "memories": [], '
+                 '"observations": [\n')
+        for i in range(count):
+            if i:
+                fh.write(",\n")
+            fh.write(json.dumps(bs.export_observation(factory.next())))
+            if (i + 1) % 10000 == 0:
+                log(f"    export document: {i + 1}/{count} observations")
+        fh.write("\n]}\n")
+
+
+def hook_client(port: int, corpus: bs.RealisticCorpus, seed: int, rate: float,
+                stop: threading.Event, stats: SendStats) -> None:
+    """POST /v1/observe one event at a time at ``rate``/s on one keep-alive connection, as a
+    coding agent's hook does, until ``stop``; every non-201 answer is counted, none resent."""
+    factory = LoadEventFactory(seed, f"hook{seed}", corpus)
+    api = bs.Api(port, timeout=30)
+    start, i = time.monotonic(), 0
+    wall = time.time()
+    try:
+        while not stop.is_set():
+            due = start + i / rate
+            if stop.wait(max(0.0, due - time.monotonic())):
+                break
+            body = factory.next()
+            body.pop("timestamp", None)
+            stats.events += 1
+            stats.lateness.append(max(0.0, time.monotonic() - due))
+            i += 1
+            try:
+                reply = api.call("POST", "/v1/observe", raw=json.dumps(body).encode())
+            except (OSError, http.client.HTTPException) as exc:
+                stats.conn_errors[type(exc).__name__] += 1
+                continue
+            stats.statuses[reply.status] += 1
+            if reply.status == 201:
+                data = reply.data if isinstance(reply.data, dict) else {}
+                stats.accepted.append(Accepted(body["eventId"], str(data.get("observationId")),
+                                               time.time()))
+                stats.accept_latencies.append(reply.seconds)
+            elif len(stats.failures) < 5:
+                stats.failures.append(f"HTTP {reply.status} after {reply.seconds * 1000:.0f} "
+                                      f"ms: {str(reply.data)[:200]}")
+    finally:
+        api.close()
+        stats.last_answer = time.time()
+        stats.seconds = stats.last_answer - wall
+
+
+def bulk(stack: Stack, conn: StoreConn, report: Report, args: argparse.Namespace,
+         target: Target, corpus: bs.RealisticCorpus, seed: int) -> None:
+    """`engram import FILE --strategy merge` of --bulk-events observations while a hook client
+    posts one event at a time at --hook-rate/s."""
+    res = report.bulk = BulkResult(events=args.bulk_events)
+    path = stack.root / "bulk-export.json"
+    watch = time.monotonic()
+    log(f"  bulk: building an export document of {args.bulk_events} observations")
+    write_export(path, corpus, seed, args.bulk_events)
+    res.build_s, res.file_mb = time.monotonic() - watch, path.stat().st_size / 1e6
+    log(f"  bulk: {path.name} {res.file_mb:.0f} MB built in {res.build_s:.0f}s")
+    report.mem_start = memory(stack)
+    sampler = Sampler(stack, args.sample_interval)
+    stop_hook = threading.Event()
+    hook = threading.Thread(target=hook_client, args=(stack.port, corpus, seed + 1,
+                                                      args.hook_rate, stop_hook, res.hook),
+                            name="hook", daemon=True)
+    env = run_env(stack.root, None, target)
+    argv = [*target.engram, "import", str(path), "--strategy", "merge",
+            "--url", f"http://{HOST}:{stack.port}", *bs.dir_args(stack.root)]
+    out_path = stack.root / "logs" / "import.log"
+    report.load_before = os.getloadavg()
+    sampler.start()
+    hook.start()
+    time.sleep(2.0)  # the hook's first events before the import
+    log(f"  bulk: {shlex.join(argv)}")
+    started = time.time()
+    try:
+        with open(out_path, "wb") as out:
+            popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                     cwd=target.cwd, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        proc = bs.Proc("import", popen, out_path)
+        bs.RUNNING.append(proc)
+        last_log = time.monotonic()
+        while popen.poll() is None:
+            with suppress(Exception):
+                res.import_peak_mb = max(res.import_peak_mb, bs.proc_mem_kb(popen.pid)[1] / 1024)
+            stack.check_alive()
+            if time.monotonic() - last_log >= 30:
+                last_log = time.monotonic()
+                progress = [ln for ln in out_path.read_text(errors="replace").splitlines()
+                            if "items" in ln]
+                s = sampler.samples[-1] if sampler.samples else None
+                log(f"    import {time.time() - started:.0f}s: {progress[-1].strip() if progress else '-'}"
+                    + (f"; inbox waiting {s.inbox.waiting}, derive "
+                       + ", ".join(f"{t} {n}" for t, (n, _) in s.derive.items())
+                       + f", gateway RSS {s.rss.get('gateway', 0):.0f} MB" if s else "")
+                    + f"; hook {len(res.hook.accepted)} accepted")
+            time.sleep(0.5)
+        res.import_s = time.time() - started
+        res.returncode = popen.returncode
+        with suppress(ValueError):
+            bs.RUNNING.remove(proc)
+        res.import_out = [ln[:300] for ln in out_path.read_text(errors="replace").splitlines()
+                          if ln.strip()][-3:]
+        log(f"  bulk: import exited {res.returncode} after {res.import_s:.1f}s "
+            f"({res.events / res.import_s:.0f} items/s): {res.import_out[-1:] or ''}")
+    finally:
+        stop_hook.set()
+        hook.join(40)
+        report.load_end_at = time.time()
+    try:
+        caught = wait_caught_up(stack, conn, report.load_end_at, 120, inbox_only=True)
+        res.drained_after, res.drain_left = caught.inbox_empty_after, caught.left
+        res.derive_after = conn.derive()
+        sampler.take(conn)
+    finally:
+        sampler.stop()
+    report.load_after = os.getloadavg()
+    report.mem_end = memory(stack)
+    report.samples = sampler.samples
+    report.send = res.hook
+    ledger_lags(conn, report)
+    res.hook_stored_lags, res.hook_not_stored = report.stored_lags, report.not_stored
+    log(f"  bulk: hook {len(res.hook.accepted)} accepted, statuses {dict(res.hook.statuses)}; "
+        f"accept {bs.Dist.of(res.hook.accept_latencies).line()}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1434,6 +1664,57 @@ def burst_table(reports: list[Report]) -> str:
                      "load avg before / after"], rows)
 
 
+def bulk_table(reports: list[Report]) -> str:
+    rows = []
+    for r in reports:
+        b = r.bulk
+        if b is None:
+            rows.append([r.label, f"FAILED: {r.error[:200]}", *["-"] * 11])
+            continue
+        hook = b.hook
+        non201 = {k: v for k, v in hook.statuses.items() if k != 201}
+        errs = sum(hook.conn_errors.values())
+        p95 = bs.percentile(hook.accept_latencies, 95) * 1000 if hook.accept_latencies else math.nan
+        gw = r.mem_end.get("gateway")
+        sampled = [s.rss.get("gateway", 0.0) for s in r.samples]
+        rows.append([
+            r.label,
+            f"{b.events} ({b.file_mb:.0f} MB file, built in {b.build_s:.0f}s)",
+            f"{b.import_s:.1f}" + (f" (exit {b.returncode})" if b.returncode else ""),
+            f"{b.events / b.import_s:.0f}" if b.import_s == b.import_s else "-",
+            f"{b.import_peak_mb:.0f}",
+            f"{len(hook.accepted)} of {hook.events}",
+            ms(hook.accept_latencies) + (" OK" if p95 < 50 else " ABOVE 50 ms"),
+            (" ".join(f"{k}:{v}" for k, v in sorted(non201.items())) or "none")
+            + (f"; connection errors {dict(hook.conn_errors)}" if errs else ""),
+            secs(b.hook_stored_lags, True)
+            + (f"; not stored {dict(b.hook_not_stored)}" if b.hook_not_stored else ""),
+            (f"{max(sampled):.0f} / {gw[1]:.0f}" if gw and sampled else "-"),
+            (f"yes, {b.drained_after:.1f}s after the import" if not b.drain_left
+             else f"NO: {b.drain_left}"),
+            ", ".join(f"{t} {n}" for t, (n, _) in b.derive_after.items()),
+            f"{fmt_load(r.load_before)} / {fmt_load(r.load_after)}"])
+    return md_table(["run", "observations imported", "import wall s", "items/s",
+                     "`engram import` peak RSS MB", "hook accepted",
+                     "hook accept p50/p95/p99 ms (max)", "hook non-201",
+                     "hook accept -> stored p50/p95/p99 s", "server RSS max sampled / VmHWM MB",
+                     "inbox drained", "derive_queue rows after", "load avg before / after"], rows)
+
+
+def sigterm_table(reports: list[Report]) -> str:
+    rows = []
+    for r in reports:
+        t = r.sigterm
+        assert t is not None
+        rows.append([r.label, t.in_flight,
+                     f"{t.seconds:.2f}" + (" OK" if t.seconds < 5 else " ABOVE 5 s"),
+                     str(t.returncode), "YES" if t.killed else "no",
+                     "<br>".join(f"`{ln}`" for ln in t.log_lines) or "-"])
+    return md_table(["run", "in flight at SIGTERM", "SIGTERM -> exit (s)", "exit code",
+                     f"SIGKILL needed (> {SIGTERM_WAIT_S:g} s)", "server log after SIGTERM "
+                     "(last lines)"], rows)
+
+
 def series_table(r: Report, rows: int = 16) -> str:
     if not r.samples:
         return "(no samples)"
@@ -1467,10 +1748,18 @@ def print_report(reports: list[Report], args: argparse.Namespace, command: str, 
     print(f"- modules imported from: {origin}")
     print(f"- clients {args.clients}, seed {args.seed}, warm-up {args.warmup} events, probes "
           f"{args.probe_rate:g}/s polled every {args.probe_poll:g}s, samples every "
-          f"{args.sample_interval:g}s, distributed workers `--concurrency {args.concurrency}`, "
-          f"Redis DB {args.redis_db}" + (f", extra env {args.env}" if args.env else ""))
+          f"{args.sample_interval:g}s, Redis DB {args.redis_db}"
+          + (f", extra env {args.env}" if args.env else ""))
+    if args.mode != "embedded":
+        print("- distributed topology: " + (
+            "split: per worker count N, N x `engram worker -Q capture,maintenance -c 2 -n "
+            "capture{i}@%h` + 1 x `engram worker -Q embed,graph -c 1 -n derived@%h` (pool "
+            "--pool auto), + `engram beat`" if args.topology == "split" else
+            f"default: N x `engram worker --concurrency {args.concurrency}` (all queues), + "
+            "`engram beat`"))
     sustained_reports = [r for r in reports if r.phase == "sustained"]
     bursts = [r for r in reports if r.phase == "burst"]
+    bulks = [r for r in reports if r.phase == "bulk"]
     if sustained_reports:
         print("\n## Sustained load\n")
         print(sustained_table(sustained_reports))
@@ -1482,10 +1771,19 @@ def print_report(reports: list[Report], args: argparse.Namespace, command: str, 
         print(burst_table(bursts))
         print("\nstored ev/s (backlog) = (n - 1) / (last stored_at - first stored_at) over the "
               "burst's events; derive rows left = derive_queue rows when the inbox was empty.")
+    if bulks:
+        print("\n## Bulk import with a hook posting\n")
+        print(bulk_table(bulks))
+        print(f"\nThe hook posts one event at a time at {args.hook_rate:g}/s on its own "
+              "connection from 2 s before the import until it exits; target accept p95 < 50 ms.")
+    terms = [r for r in reports if r.sigterm is not None]
+    if terms:
+        print("\n## SIGTERM while work is in flight (embedded server)\n")
+        print(sigterm_table(terms))
     if reports:
         print("\n## Memory (RSS per process, MB; a worker includes its pool children)\n")
         print(mem_table(reports))
-    for r in sustained_reports:
+    for r in [*sustained_reports, *bulks]:
         print(f"\n### Over time: {r.label}\n")
         print(series_table(r))
     print("\n## Notes\n")
@@ -1514,7 +1812,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 epilog="Progress goes to stderr, the Markdown report to stdout.")
     p.add_argument("--mode", choices=("embedded", "distributed", "both"), default="both")
     p.add_argument("--phases", default="sustained,burst",
-                   help="comma-separated: sustained, burst (default both)")
+                   help="comma-separated: sustained, burst, bulk (embedded only; default "
+                        "sustained,burst)")
     p.add_argument("--rate", type=float, default=20.0, help="events/s, sustained (default 20)")
     p.add_argument("--duration", type=float, default=300.0,
                    help="seconds of sustained load (default 300)")
@@ -1525,7 +1824,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", default="1,2,4",
                    help="worker counts of the distributed bursts (default 1,2,4)")
     p.add_argument("--concurrency", type=int, default=1,
-                   help="--concurrency of each engram worker (default 1)")
+                   help="--concurrency of each engram worker, topology default (default 1)")
+    p.add_argument("--topology", choices=("default", "split"), default="default",
+                   help="distributed pools: default = N x `engram worker --concurrency C` on "
+                        "every queue; split = per worker count one `engram worker -Q "
+                        "capture,maintenance -c 2 -n capture{i}@%%h`, plus ONE `engram worker "
+                        "-Q embed,graph -c 1 -n derived@%%h` for the run (docs/operations.md)")
+    p.add_argument("--sigterm", action="store_true",
+                   help="embedded sustained/bulk: at the end, SIGTERM the server while it has "
+                        "derived work and time its exit (target < 5 s)")
+    p.add_argument("--bulk-events", type=int, default=100000,
+                   help="observations in the bulk phase's export document (default 100000)")
+    p.add_argument("--hook-rate", type=float, default=5.0,
+                   help="events/s of the hook client during the bulk import (default 5)")
     p.add_argument("--clients", type=int, default=8, help="client threads (default 8)")
     p.add_argument("--catch-up-timeout", type=float, default=600.0,
                    help="longest wait for the backlog after the load (default 600 s)")
@@ -1570,8 +1881,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="keep the process logs (the report names the folder)")
     args = p.parse_args(argv)
     args.phases = [x.strip() for x in args.phases.split(",") if x.strip()]
-    if not set(args.phases) <= {"sustained", "burst"}:
-        p.error("--phases takes sustained and/or burst")
+    if not set(args.phases) <= {"sustained", "burst", "bulk"}:
+        p.error("--phases takes sustained, burst and/or bulk")
     args.workers = [int(x) for x in args.workers.split(",") if x.strip()]
     args.pythonpath = args.pythonpath or str(args.cwd)
     for item in args.env:
@@ -1611,6 +1922,9 @@ def main(argv: list[str] | None = None) -> int:
         plan: list[tuple[str, str, int]] = []
         for phase in args.phases:
             for mode in modes:
+                if phase == "bulk" and mode != "embedded":
+                    log("bulk runs embedded only: skipped in distributed mode")
+                    continue
                 counts = [1] if mode == "embedded" else (
                     [args.sustained_workers] if phase == "sustained" else args.workers)
                 plan += [(phase, mode, n) for n in counts]
