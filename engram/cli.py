@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated queues to consume: capture (observe), maintenance "
                    "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
                    "pools per queue so capture never waits behind derived work, e.g. "
-                   "`-Q capture,maintenance -c 2` and `-Q embed,graph -c 1` "
+                   "`-Q capture,maintenance -c 2` and one `-Q embed,graph` per machine "
                    "(docs/operations.md)")
     p.add_argument("--pool", default="auto", choices=("auto", "prefork", "threads", "solo"),
                    help="Celery pool (default auto: threads when the worker embeds, so its "
