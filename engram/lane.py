@@ -1,10 +1,10 @@
-"""The embedded server's derived lane: vectors and graph catch up in the background, never
+"""The embedded server's derived lanes: vectors and graph catch up in the background, never
 ahead of capture.
 
 In the embedded default one process accepts, stores and indexes. Capture runs on the Celery
-worker's threads; embedding and graph extraction run here, on one thread of their own, in short
-steps (one graph batch, one embedding batch), and only while the capture inbox has nothing
-waiting to be stored. Under a burst the derived indexes fall behind, visibly (``/v1/status``:
+worker's threads; graph extraction and embedding run here, each on a thread of its own, in short
+steps (graph batches for half a second, one embedding batch), and only while the capture inbox
+has nothing waiting to be stored. Under a burst the derived indexes fall behind, visibly (``/v1/status``:
 ``derived``), and catch up when the burst is over; capture never waits for them.
 
 A lane that yielded for ``MAX_YIELD_SECONDS`` takes one step anyway, so a capture stream that
@@ -33,12 +33,17 @@ GRAPH_SLICE_SECONDS = 0.5
 """Graph work per step before the embedding batch: ~100 realistic documents at ~4 ms each."""
 
 
+GRAPH, VECTOR = "graph", "vector"
+
+
 class DerivedLane:
-    """One background thread draining the graph and vector queues in small steps."""
+    """One background thread draining derived queues (``work``: graph, vector or both) in small
+    steps."""
 
     def __init__(self, store: Store, vectors: Vectors, *, capture_busy: Callable[[], bool],
                  vector_batch: int, graph_batch: int = drains.GRAPH_BATCH,
-                 keep_observations: int = 0) -> None:
+                 keep_observations: int = 0, work: tuple[str, ...] = (GRAPH, VECTOR)) -> None:
+        self.work = work
         self.store = store
         self.vectors = vectors
         self.capture_busy = capture_busy
@@ -53,7 +58,8 @@ class DerivedLane:
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="engram-derived", daemon=True)
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"engram-derived-{'-'.join(self.work)}")
             self._thread.start()
 
     def kick(self) -> None:
@@ -64,10 +70,13 @@ class DerivedLane:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def stop(self, timeout: float) -> None:
-        """Stop after the step in progress (at most one embedding batch)."""
+    def request_stop(self) -> None:
         self._stopping.set()
         self._wake.set()
+
+    def stop(self, timeout: float) -> None:
+        """Stop after the step in progress (at most one embedding batch)."""
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -94,13 +103,14 @@ class DerivedLane:
                     break
 
     def step(self) -> bool:
-        """Graph batches for up to ``GRAPH_SLICE_SECONDS``, then one embedding batch; True when
-        work may be left. Graph batches are short (the store's write lock) and an embedding
-        batch is long (seconds of CPU), so each gets a comparable share of the step."""
+        """Graph batches for up to ``GRAPH_SLICE_SECONDS``, then one embedding batch (each when
+        this lane does it); True when work may be left. Graph batches are short (the store's
+        write lock) and an embedding batch is long (seconds of CPU), so each gets a comparable
+        share of a step."""
         self.steps += 1
-        more_graph = False
+        more_graph = more_vectors = False
         started = time.monotonic()
-        while True:
+        while GRAPH in self.work:
             applied = drains.drain_graph(self.store, batch=self.graph_batch, max_batches=1)
             more_graph = applied >= self.graph_batch
             # not cut short by capture: a graph batch holds the write lock for tens of ms,
@@ -108,8 +118,37 @@ class DerivedLane:
             if (not more_graph or time.monotonic() - started >= GRAPH_SLICE_SECONDS
                     or self._stopping.is_set()):
                 break
-        result = drains.drain_vectors(self.store, self.vectors, self.vector_batch, batches=1,
-                                      keep_observations=self.keep_observations)
-        # a failed embedding batch waits for its lease; the idle poll or a kick comes back
-        more_vectors = result.more and not result.failed
+        if VECTOR in self.work:
+            result = drains.drain_vectors(self.store, self.vectors, self.vector_batch,
+                                          batches=1, keep_observations=self.keep_observations)
+            # a failed embedding batch waits for its lease; the idle poll or a kick comes back
+            more_vectors = result.more and not result.failed
         return more_graph or more_vectors
+
+
+class DerivedLanes:
+    """The embedded server's derived lanes: one thread for the graph and one for vectors, so
+    an embedding batch (CPU outside the GIL) and graph batches (the store) run side by side."""
+
+    def __init__(self, lanes: list[DerivedLane]) -> None:
+        self.lanes = lanes
+
+    def start(self) -> None:
+        for lane in self.lanes:
+            lane.start()
+
+    def kick(self) -> None:
+        for lane in self.lanes:
+            lane.kick()
+
+    @property
+    def alive(self) -> bool:
+        return all(lane.alive for lane in self.lanes)
+
+    def stop(self, timeout: float) -> None:
+        """Stop them all within ``timeout`` together."""
+        for lane in self.lanes:
+            lane.request_stop()
+        deadline = time.monotonic() + timeout
+        for lane in self.lanes:
+            lane.stop(max(deadline - time.monotonic(), 0.0))

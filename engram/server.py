@@ -56,7 +56,7 @@ class Gateway:
 
     def start_worker(self) -> None:
         """Start the in-process worker, the derived lane and the scheduler (embedded mode)."""
-        from engram.lane import DerivedLane
+        from engram.lane import GRAPH, VECTOR, DerivedLane, DerivedLanes
         from tasks import runtime
         from tasks.embedded import EmbeddedWorker
 
@@ -68,9 +68,11 @@ class Gateway:
             with store.read() as conn:
                 return inbox.has_work(conn)
 
-        lane = DerivedLane(store, self.vectors, capture_busy=capture_busy,
-                           vector_batch=self.settings.embedding_batch,
-                           keep_observations=self.settings.vector_max_observations)
+        lane = DerivedLanes([
+            DerivedLane(store, self.vectors, capture_busy=capture_busy,
+                        vector_batch=self.settings.embedding_batch,
+                        keep_observations=self.settings.vector_max_observations, work=(work,))
+            for work in (GRAPH, VECTOR)])
         # the in-process worker shares this store and vector index
         runtime.configure(self.settings, self.store, self.vectors, lane=lane)
         self.embedded = EmbeddedWorker(self.settings, lane)

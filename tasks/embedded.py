@@ -1,10 +1,10 @@
 """The embedded default: a Celery worker and scheduler running as threads of the gateway, and
-the derived lane beside them.
+the derived lanes beside them.
 
 One process, no other server. Two lanes, so capture never queues behind derived work: the
 Celery worker's threads consume only the capture and maintenance queues (observe, summarize,
-sweep), and embedding and graph extraction run on the derived lane (``engram.lane``), which
-yields to capture. The in-memory broker lives in this process, so on start every waiting inbox
+sweep), and embedding and graph extraction run on the derived lanes (``engram.lane``), which
+yield to capture. The in-memory broker lives in this process, so on start every waiting inbox
 entry is dispatched again (whatever was queued died with the previous process).
 """
 
@@ -16,19 +16,19 @@ from typing import Any
 
 from celery.beat import EmbeddedService
 
-from engram.lane import DerivedLane
+from engram.lane import DerivedLanes
 from engram.settings import Settings
 from tasks.app import CAPTURE_QUEUE, LEGACY_QUEUES, MAINTENANCE_QUEUE, celery_app
 
 log = logging.getLogger("engram.embedded")
 
 SHUTDOWN_TIMEOUT = 3.0
-"""How long stopping waits for the worker thread and the derived lane (each); `engram serve`
+"""How long stopping waits for the worker thread and the derived lanes (each); `engram serve`
 must be gone within 5 s of SIGTERM. What is cut short stays in the inbox or the derive queue."""
 
 
 class EmbeddedWorker:
-    def __init__(self, settings: Settings, lane: DerivedLane) -> None:
+    def __init__(self, settings: Settings, lane: DerivedLanes) -> None:
         self.settings = settings
         self.lane = lane
         self._worker: Any = None

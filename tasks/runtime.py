@@ -20,7 +20,7 @@ from engram.store import Store
 if TYPE_CHECKING:
     from celery import Task
 
-    from engram.lane import DerivedLane
+    from engram.lane import DerivedLanes
     from engram.vectors import Vectors
     from tasks.broker import SingleFlight
 
@@ -30,12 +30,12 @@ _lock = threading.Lock()
 _settings: Settings | None = None
 _store: Store | None = None
 _vectors: Vectors | None = None
-_lane: DerivedLane | None = None
+_lane: DerivedLanes | None = None
 _flight: SingleFlight | None = None
 
 
 def configure(settings: Settings, store: Store | None = None,
-              vectors: Vectors | None = None, lane: DerivedLane | None = None) -> None:
+              vectors: Vectors | None = None, lane: DerivedLanes | None = None) -> None:
     """``lane``: the embedded server's derived lane; derived work is kicked there instead of
     being sent as tasks."""
     global _settings, _store, _vectors, _lane, _flight
