@@ -405,3 +405,37 @@ def test_stream_is_fast_enough_for_a_small_store(store: Store) -> None:
         for _ in range(20):
             assert graph.stream(conn, "mod_3.py failing", Scope("p"), 10)
         assert (time.perf_counter() - started) / 20 < 0.05
+
+
+def test_concurrent_graph_drains_do_not_deadlock(store: Store, caplog: Any) -> None:
+    """Workers draining the graph at once (PostgreSQL): documents share entities, and batches
+    applied side by side used to lock them in different orders (a deadlock: the batch failed
+    and its documents were applied one by one, some set aside for 30 s)."""
+    import logging
+    import threading
+
+    from engram import derive
+
+    for n in range(120):
+        run(store, "p", f"s{n % 6}", f"pytest tests/test_mod{n % 9}.py -q",
+            f"FAILED tests/test_mod{n % 9}.py::test_case - ValueError: bad\\n1 failed")
+        edit(store, "p", f"s{n % 6}", f"src/mod{n % 9}.py", new=f"x = {n}")
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            drain_graph(store, batch=10)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    caplog.set_level(logging.WARNING, logger="engram.drains")
+    threads = [threading.Thread(target=drain) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    assert not [r.getMessage() for r in caplog.records if r.name == "engram.drains"]
+    with store.read() as conn:
+        assert derive.last_error(conn, "graph") is None
+        assert derive.pending(conn, "graph") == 0
