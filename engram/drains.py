@@ -23,11 +23,11 @@ from engram.vectors import VectorIndex, Vectors
 log = logging.getLogger("engram.drains")
 
 GRAPH_TARGET = "graph"
-GRAPH_BATCH = 10
+GRAPH_BATCH = 5
 """Documents per graph transaction. The graph lives in the store of record, so a batch holds the
-write lock (on SQLite: every writer's, capture included) while it applies. Measured on the spine
-benchmark's realistic corpus, loaded machine: ~4 ms a document, so ~40 ms a batch; 200 a batch
-took ~1 s, which a hook waiting on /v1/observe felt."""
+write lock (on SQLite: every writer's) while it applies, ~4 ms a realistic document: a hook's
+/v1/observe that arrives meanwhile waits for it (the lock lets live writers go before the next
+background batch, not before the running one). 200 a batch took ~1 s."""
 GRAPH_LEASE_SECONDS = 120.0
 GRAPH_RETRY_SECONDS = 30.0
 """How long a graph document that failed waits before it is claimed again."""
@@ -58,7 +58,7 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
     embedded, and are removed as newer ones arrive). ``yield_to_capture``: stop after the first batch
     while capture has work waiting (``more`` says work is left)."""
     if not vectors.enabled:
-        with store.write() as conn:  # nothing will ever read them: keep the queue empty
+        with store.write(background=True) as conn:  # nothing will ever read them: keep the queue empty
             derive.clear(conn, VECTOR_TARGET)
         return VectorDrain()
     index = vectors.index()
@@ -69,7 +69,7 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
     for number in range(batches):
         if number and yield_to_capture and capture_waiting(store):
             return VectorDrain(embedded, deleted, more=True)
-        with store.write() as conn:
+        with store.write(background=True) as conn:
             changes = derive.claim(conn, VECTOR_TARGET, batch, VECTOR_LEASE_SECONDS)
         if not changes:
             return VectorDrain(embedded, deleted)
@@ -80,13 +80,13 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
         except Exception as exc:  # noqa: BLE001 - kept queued, retried with backoff, shown in status
             attempts = max(c.attempts for c in changes)
             delay = backoff_seconds(attempts, *VECTOR_RETRY_SECONDS)
-            with store.write() as conn:
+            with store.write(background=True) as conn:
                 derive.failed(conn, VECTOR_TARGET, changes, f"{type(exc).__name__}: {exc}",
                               delay)
             log.warning("embedding %d documents failed (attempt %d, retry in %.0fs): %s",
                         len(changes), attempts, delay, exc)
             return VectorDrain(embedded, deleted, more=True, failed=True)
-        with store.write() as conn:
+        with store.write(background=True) as conn:
             derive.done(conn, VECTOR_TARGET, changes)
         embedded += sum(1 for c in changes if c.op == derive.UPSERT)
         deleted += sum(1 for c in changes if c.op != derive.UPSERT)
@@ -155,7 +155,7 @@ def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None 
         batches += 1
         changes: list[derive.Change] = []
         try:
-            with store.write() as conn:
+            with store.write(background=True) as conn:
                 _serialise_graph(conn)
                 changes = derive.claim(conn, GRAPH_TARGET, batch, GRAPH_LEASE_SECONDS)
                 graph.apply(conn, changes)
@@ -191,7 +191,7 @@ def _one_by_one(store: Store, changes: list[derive.Change]) -> int:
     applied = 0
     for change in changes:
         try:
-            with store.write() as conn:
+            with store.write(background=True) as conn:
                 _serialise_graph(conn)
                 graph.apply(conn, [change])
                 derive.done(conn, GRAPH_TARGET, [change])
@@ -200,6 +200,6 @@ def _one_by_one(store: Store, changes: list[derive.Change]) -> int:
             error = f"{type(exc).__name__}: {exc}"
             log.error("graph extraction of %s failed (%s); retrying in %.0fs",
                       change.doc_id, error, GRAPH_RETRY_SECONDS)
-            with store.write() as conn:
+            with store.write(background=True) as conn:
                 derive.failed(conn, GRAPH_TARGET, [change], error, GRAPH_RETRY_SECONDS)
     return applied

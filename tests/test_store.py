@@ -305,33 +305,36 @@ def test_import_in_small_batches_is_whole_and_repeatable(store: Store, tmp_path)
         target.close()
 
 
-def test_the_write_lock_serves_writers_in_order_of_arrival() -> None:
-    """A thread that writes in a loop cannot keep taking the lock back from a waiting one."""
+def test_the_write_lock_serves_writers_in_order_and_live_ones_first() -> None:
+    """A thread that writes in a loop cannot keep taking the lock back from a waiting one, and
+    a waiting live writer (a hook's capture) goes before waiting background ones (an import)."""
     import threading
 
-    from engram.store import FairLock
+    from engram.store import WriteLock
 
-    lock, order = FairLock(), []
-    holder_has_it, waiter_waiting = threading.Event(), threading.Event()
+    lock, order = WriteLock(), []
+    holder_has_it = threading.Event()
 
-    def looping_writer() -> None:
+    def looping_import() -> None:
         for n in range(3):
-            with lock:
+            with lock.hold(background=True):
                 if n == 0:
                     holder_has_it.set()
-                    waiter_waiting.wait(5)
-                    time.sleep(0.05)  # the waiter is now blocked on the lock
-                order.append(f"loop{n}")
+                    time.sleep(0.3)  # the others queue up meanwhile
+                order.append(f"import{n}")
 
-    def one_write() -> None:
+    def one_write(name: str, background: bool, delay: float) -> None:
         holder_has_it.wait(5)
-        waiter_waiting.set()
-        with lock:
-            order.append("hook")
+        time.sleep(delay)
+        with lock.hold(background=background):
+            order.append(name)
 
-    threads = [threading.Thread(target=looping_writer), threading.Thread(target=one_write)]
+    threads = [threading.Thread(target=looping_import),
+               threading.Thread(target=one_write, args=("graph", True, 0.05)),
+               threading.Thread(target=one_write, args=("hook", False, 0.15))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(10)
-    assert order == ["loop0", "hook", "loop1", "loop2"]
+    # the hook asked last but is live; the graph batch asked before the import's next batch
+    assert order == ["import0", "hook", "graph", "import1", "import2"]
