@@ -131,10 +131,6 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
     from waitress.server import create_server
 
-    # Requests share the interpreter with the worker's threads, the derived lanes and bulk
-    # imports: switching threads every 1 ms instead of 5 lets a hook's short request through
-    # sooner while they run.
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     gateway = build_gateway(settings, start_worker=False)
     try:
         # Bind before starting the worker: a taken port fails before any work begins. Waitress's
@@ -193,7 +189,6 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     return 0
 
 
-SWITCH_INTERVAL_SECONDS = 0.001
 STOP_DEADLINE_SECONDS = 4.0
 """After SIGTERM or Ctrl-C the server is gone within this long (plus the exit itself)."""
 
