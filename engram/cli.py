@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated queues to consume: capture (observe), maintenance "
                    "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
                    "pools per queue so capture never waits behind derived work, e.g. "
-                   "`-Q capture,maintenance -c 2` and one `-Q embed,graph` per machine "
+                   "`-Q capture,maintenance -c 2` and one `-Q embed,graph -c 1` per machine "
                    "(docs/operations.md)")
     p.add_argument("--pool", default="auto", choices=("auto", "prefork", "threads", "solo"),
                    help="Celery pool (default auto: threads when the worker embeds, so its "
@@ -203,6 +203,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if "capture" in queues:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
+    from tasks import runtime
+
+    runtime.serving_queues(queues)
     pool = args.pool
     if pool == "auto":
         pool = "threads" if EMBED_QUEUE in queues and settings.embedder != "none" else "prefork"

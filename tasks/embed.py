@@ -24,7 +24,7 @@ def embed() -> dict[str, int]:
     result = drains.drain_vectors(runtime.store(), runtime.vectors(), settings.embedding_batch,
                                   batches=BATCHES_PER_TASK,
                                   keep_observations=settings.vector_max_observations,
-                                  yield_to_capture=True)
+                                  yield_to_capture=runtime.serves_capture())
     if result.more and not result.failed:
         # after yielding to capture, come back a moment later: the capture tasks take the
         # worker's slots in between

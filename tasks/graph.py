@@ -22,7 +22,8 @@ def graph_extract() -> int:
     left. Any number of these may run at once: claims are leases."""
     runtime.flight().started(graph_extract.name)
     store = runtime.store()
-    applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES, yield_to_capture=True)
+    applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES,
+                                 yield_to_capture=runtime.serves_capture())
     with store.read() as conn:
         left = derive.pending(conn, drains.GRAPH_TARGET)
     if left and applied:

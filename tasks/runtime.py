@@ -32,6 +32,20 @@ _store: Store | None = None
 _vectors: Vectors | None = None
 _lane: DerivedLanes | None = None
 _flight: SingleFlight | None = None
+_serves_capture = True
+
+
+def serving_queues(queues: list[str]) -> None:
+    """The queues this worker process consumes (set by `engram worker` before it starts). A
+    drain task yields to waiting captures only where the same worker would take them: in a pool
+    that serves only ``embed,graph`` yielding would just slow the drain (measured: the graph fell
+    2,845 documents behind in 3 minutes, one batch a second)."""
+    global _serves_capture
+    _serves_capture = "capture" in queues or "observe" in queues
+
+
+def serves_capture() -> bool:
+    return _serves_capture
 
 
 def configure(settings: Settings, store: Store | None = None,

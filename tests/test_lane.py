@@ -79,3 +79,17 @@ def test_drain_tasks_yield_to_waiting_capture_after_one_batch(store: Store) -> N
     assert drains.drain_graph(store, batch=10, max_batches=10, yield_to_capture=True) == 10
     assert graph_pending(store) == 20
     assert drains.drain_graph(store, batch=10, max_batches=10) == 20  # no yield asked
+
+
+def test_drain_tasks_yield_only_where_the_worker_also_captures() -> None:
+    from tasks import runtime
+
+    try:
+        runtime.serving_queues(["embed", "graph"])
+        assert not runtime.serves_capture()  # a derived-only pool: nothing to yield to
+        runtime.serving_queues(["capture", "maintenance", "embed", "graph"])
+        assert runtime.serves_capture()
+        runtime.serving_queues(["observe"])  # the queue's name before 0.2
+        assert runtime.serves_capture()
+    finally:
+        runtime.serving_queues(["capture"])

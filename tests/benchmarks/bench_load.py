@@ -540,7 +540,8 @@ def start_stack(stack: Stack, workers: int, args: argparse.Namespace, target: Ta
                         *target.engram, "worker", "-Q", "capture,maintenance", "-c", "2",
                         "-n", f"capture{i}@%h", *bs.dir_args(root)], env, log_dir, target.cwd))
                 stack.procs.append(spawn("derived", [
-                    *target.engram, "worker", "-Q", "embed,graph", "-c", "1",
+                    *target.engram, "worker", "-Q", "embed,graph", "-c",
+                    str(args.derived_concurrency),
                     "-n", "derived@%h", *bs.dir_args(root)], env, log_dir, target.cwd))
                 nodes = workers + 1
             else:
@@ -1753,7 +1754,8 @@ def print_report(reports: list[Report], args: argparse.Namespace, command: str, 
     if args.mode != "embedded":
         print("- distributed topology: " + (
             "split: per worker count N, N x `engram worker -Q capture,maintenance -c 2 -n "
-            "capture{i}@%h` + 1 x `engram worker -Q embed,graph -c 1 -n derived@%h` (pool "
+            f"capture{{i}}@%h` + 1 x `engram worker -Q embed,graph -c {args.derived_concurrency} -n "
+            "derived@%h` (pool "
             "--pool auto), + `engram beat`" if args.topology == "split" else
             f"default: N x `engram worker --concurrency {args.concurrency}` (all queues), + "
             "`engram beat`"))
@@ -1829,7 +1831,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="distributed pools: default = N x `engram worker --concurrency C` on "
                         "every queue; split = per worker count one `engram worker -Q "
                         "capture,maintenance -c 2 -n capture{i}@%%h`, plus ONE `engram worker "
-                        "-Q embed,graph -c 1 -n derived@%%h` for the run (docs/operations.md)")
+                        "-Q embed,graph -c N -n derived@%%h` for the run (docs/operations.md)")
+    p.add_argument("--derived-concurrency", type=int, default=1,
+                   help="threads of the split topology's embed,graph pool (default 1, as "
+                   "docs/operations.md sizes it on 2 cores)")
     p.add_argument("--sigterm", action="store_true",
                    help="embedded sustained/bulk: at the end, SIGTERM the server while it has "
                         "derived work and time its exit (target < 5 s)")
