@@ -3,6 +3,7 @@ a distributed worker pool, the scheduler."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 
 from flask import Flask
 
-from engram import inbox
+from engram import drains
 from engram import secret as secret_mod
 from engram.memory import bound_heap
 from engram.settings import Settings
@@ -63,13 +64,9 @@ class Gateway:
         if not self.settings.embedded or self.embedded is not None:
             return
         store = self.store
-
-        def capture_busy() -> bool:
-            with store.read() as conn:
-                return inbox.has_work(conn)
-
         lane = DerivedLanes([
-            DerivedLane(store, self.vectors, capture_busy=capture_busy,
+            DerivedLane(store, self.vectors,
+                        capture_busy=functools.partial(drains.capture_waiting, store),
                         vector_batch=self.settings.embedding_batch,
                         keep_observations=self.settings.vector_max_observations, work=(work,))
             for work in (GRAPH, VECTOR)])
