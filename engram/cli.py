@@ -7,6 +7,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -371,38 +372,42 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    settings = settings_for(args)
-    try:
-        raw = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-        document = json.loads(raw)
-    except OSError as exc:
-        print(f"engram: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as exc:
-        print(f"engram: {args.file} is not JSON: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    from engram.transfer import InvalidImport, chunks, validate
+    import tempfile
 
-    try:
-        validate(document, args.strategy)  # whole, before anything is sent
-    except InvalidImport as exc:
-        problems = "; ".join(f"{k}: {v}" for k, v in list(exc.fields.items())[:5])
-        print(f"engram: {args.file} is not an Engram export: {problems}", file=sys.stderr)
-        return EXIT_USAGE
-    client = client_for(args, settings)
-    counts: dict[str, int] = {}
-    parts = chunks(document, args.strategy, IMPORT_CHUNK_ITEMS)
-    done = 0
-    total = sum(len(document.get(k, [])) for k in ("sessions", "observations", "memories"))
-    for part, strategy, size in parts:
-        # Bounded requests: each one is a few short transactions on the server, so capture
-        # keeps flowing between them, and Ctrl-C stops between two (a re-run completes it).
-        result = client.call("POST", "/v1/import", {"data": part, "strategy": strategy})
-        for key, value in result["imported"].items():
-            counts[key] = counts.get(key, 0) + int(value)
-        done += size
-        if total > IMPORT_CHUNK_ITEMS:
-            print(f"  {done}/{total} items", file=sys.stderr)
+    from engram.transfer import ExportFile, InvalidImport
+
+    settings = settings_for(args)
+    with tempfile.TemporaryDirectory(prefix="engram-import-") as spool:
+        path = Path(args.file)
+        try:
+            if args.file == "-":  # read twice (checked, then sent), so spooled to disk first
+                path = Path(spool) / "stdin.json"
+                with path.open("wb") as out:
+                    shutil.copyfileobj(sys.stdin.buffer, out)
+            export = ExportFile(path)
+            total = export.check(args.strategy)  # whole, before anything is sent
+        except OSError as exc:
+            print(f"engram: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except InvalidImport as exc:
+            problems = "; ".join(f"{k}: {v}" for k, v in list(exc.fields.items())[:5])
+            print(f"engram: {args.file} is not an Engram export: {problems}", file=sys.stderr)
+            return EXIT_USAGE
+        except ValueError as exc:
+            print(f"engram: {args.file} is not JSON: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        client = client_for(args, settings)
+        counts: dict[str, int] = {}
+        done = 0
+        for part, strategy, size in export.parts(args.strategy, IMPORT_CHUNK_ITEMS):
+            # Bounded requests: each one is a few short transactions on the server, so capture
+            # keeps flowing between them, and Ctrl-C stops between two (a re-run completes it).
+            result = client.call("POST", "/v1/import", {"data": part, "strategy": strategy})
+            for key, value in result["imported"].items():
+                counts[key] = counts.get(key, 0) + int(value)
+            done += size
+            if total > IMPORT_CHUNK_ITEMS:
+                print(f"  {done}/{total} items", file=sys.stderr)
     print(f"imported ({args.strategy}): {counts['sessions']} sessions, "
           f"{counts['observations']} observations, {counts['memories']} memories; "
           f"{counts['updated']} updated, {counts['skipped']} skipped")
