@@ -251,18 +251,22 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
         project: Project = None,
         query: Annotated[str | None, Field(description="The task at hand, to pick relevant "
                                            "memories.", max_length=4000)] = None,
-        budget_tokens: Annotated[int, Field(description="Size of the block in tokens.", ge=100,
-                                            le=20_000)] = 2000,
+        budget_tokens: Annotated[int | None, Field(
+            description="Size of the block in tokens; the gateway's ENGRAM_CONTEXT_BUDGET_TOKENS "
+                        "when omitted.", ge=100, le=20_000)] = None,
     ) -> dict[str, Any]:
         """The memory block a new session starts with: the project profile, memories relevant to
         the task, the last session's summary and its open items, within a token budget. Call it
         at the start of a task."""
-        body: dict[str, Any] = {"project": project_of(project), "budgetTokens": budget_tokens}
+        body: dict[str, Any] = {"project": project_of(project)}
+        if budget_tokens is not None:
+            body["budgetTokens"] = budget_tokens
         if query:
             body["query"] = query
         answer, mode = call("POST", "/v1/context", body)
         return {"mode": mode, "context": answer.get("context"), "tokens": answer.get("tokens"),
-                "items": answer.get("items"), "omitted": answer.get("omitted")}
+                "budgetTokens": answer.get("budgetTokens"), "items": answer.get("items"),
+                "omitted": answer.get("omitted")}
 
     @tool("get_observations", core=True)
     def get_observations(
@@ -462,7 +466,7 @@ def _resources_and_prompts(server: MCPServer, call: Callable[..., tuple[Any, str
                    description="Start a task with what Engram remembers about it.")
     def recall_context(task: str, project: str | None = None) -> str:
         answer = call("POST", "/v1/context", {"project": project_of(project, prompt_error),
-                                              "query": task, "budgetTokens": 2000},
+                                              "query": task},
                       error=prompt_error)[0]
         return (f"Before working on this task, read what earlier sessions left:\n\n"
                 f"{answer.get('context') or '(nothing recorded yet)'}\n\nThe task: {task}")
@@ -471,7 +475,7 @@ def _resources_and_prompts(server: MCPServer, call: Callable[..., tuple[Any, str
                    description="Write a handoff note for the next session and save it.")
     def session_handoff(project: str | None = None) -> str:
         name = project_of(project, prompt_error)
-        answer = call("POST", "/v1/context", {"project": name, "budgetTokens": 1500},
+        answer = call("POST", "/v1/context", {"project": name},
                       error=prompt_error)[0]
         return (f"This session is ending. Using what you did and what Engram already has "
                 f"(below), write a short handoff for the next session in project {name}: what "

@@ -136,6 +136,23 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
     anyio.run(scenario)
 
 
+def test_get_context_uses_the_gateways_budget_unless_given(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, ENGRAM_CONTEXT_BUDGET_TOKENS="350")
+    try:
+        cluster.serve()
+
+        async def scenario() -> None:
+            async with session(cluster.env) as client:
+                default = await call(client, "get_context", project="shop")
+                assert default["mode"] == "gateway" and default["budgetTokens"] == 350
+                given = await call(client, "get_context", project="shop", budget_tokens=5000)
+                assert given["budgetTokens"] == 5000
+
+        anyio.run(scenario)
+    finally:
+        cluster.stop_all()
+
+
 def test_with_the_gateway_stopped_save_and_recall_work_locally(cluster: Cluster) -> None:
     env = {**cluster.env, "ENGRAM_URL": f"http://127.0.0.1:{cluster.port}"}
     cluster.serve().stop()  # the store exists; its gateway is down
