@@ -1,5 +1,10 @@
-"""Host adapters, the hook CLI and its spool, `connect`, and the MCP server.
+"""``engram.agents``: the doors agent hosts use.
 
-Not built yet: capture from agent hosts arrives through ``POST /v1/observe`` directly until the
-adapters land (see the issue tracker).
+- ``contract``: the one event shape adapters produce and the eventId scheme;
+- ``registry`` and ``adapters/``: one adapter per host (Claude Code, Codex CLI, Cursor, Gemini
+  CLI, Copilot CLI, Windsurf, Kimi, raw JSON), loaded one at a time by name;
+- ``hook``: `engram hook HOST EVENT`, on the agent's hot path (standard library only), with its
+  ``transport`` and offline ``spool``; ``capture``: `engram capture` (the spool's state, drain);
+- ``connect`` and ``hostconfig/``: `engram connect`/`disconnect`, writing each host's config;
+- ``mcp_server``: Engram's MCP server (tools, resources, prompts) over stdio or at /mcp.
 """

@@ -1,6 +1,6 @@
 """`engram capture`: show the hook spool (what waits, what was dropped or refused) and send it.
 
-Also `python -m agents.capture --drain-quietly`, the detached child a hook starts to drain the
+Also `python -m engram.agents.capture --drain-quietly`, the detached child a hook starts to drain the
 spool after the gateway took an event (no output; exits at once when another drain runs).
 """
 
@@ -19,7 +19,7 @@ writes the hook config; docs/hosts.md lists every host and event."""
 
 
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
-    from agents.registry import ADAPTERS
+    from engram.agents.registry import ADAPTERS
 
     p = sub.add_parser("hook", help="capture one agent hook event (run by the host)",
                        description=HOOK_HELP)
@@ -42,15 +42,14 @@ def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
 
 
 def cmd_hook(args: Any) -> int:
-    from agents.hook import main
+    from engram.agents.hook import main
 
     return main([args.host, args.event])
 
 
 def cmd_capture(args: Any) -> int:
-    from agents.hook import gateway_for, spool_for
-    from engram.cli import settings_for
-    from engram.settings import load_settings
+    from engram.agents.hook import gateway_for, spool_for
+    from engram.settings import load_settings, settings_for
 
     settings = settings_for(args)
     if args.url:
@@ -123,7 +122,7 @@ def _when(stamp: Any) -> str:
 
 def drain_quietly() -> int:
     """The detached drain a hook starts: no output, never waits for another drain."""
-    from agents.hook import gateway_for, spool_for
+    from engram.agents.hook import gateway_for, spool_for
     from engram.settings import SettingsError, load_settings
 
     try:
@@ -144,6 +143,6 @@ def drain_quietly() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--drain-quietly"]:
         sys.exit(drain_quietly())
-    print("usage: python -m agents.capture --drain-quietly  (use `engram capture`)",
+    print("usage: python -m engram.agents.capture --drain-quietly  (use `engram capture`)",
           file=sys.stderr)
     sys.exit(2)

@@ -19,7 +19,7 @@ from typing import Any
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from agents.hostconfig.hosts import Context, Host, Part
+    from engram.agents.hostconfig.hosts import Context, Host, Part
     from engram.settings import Settings
 
 CONNECTED_FILE = "connected.json"
@@ -194,7 +194,7 @@ def _with_line_endings(text: str, crlf: bool) -> str:
 
 
 def _render(plan: FilePlan, base_text: str, data: Any, new: Any) -> tuple[str, bool]:
-    from agents.hostconfig import formats
+    from engram.agents.hostconfig import formats
 
     if plan.fmt == "toml":
         text = formats.dump_toml(new)
@@ -216,7 +216,7 @@ def _render(plan: FilePlan, base_text: str, data: Any, new: Any) -> tuple[str, b
 
 def _is_empty(plan: FilePlan, data: Any) -> bool:
     """Nothing left but what a new file would have held: the file can go."""
-    from agents.hostconfig import formats
+    from engram.agents.hostconfig import formats
 
     if plan.fmt == "toml":
         data = data.unwrap()
@@ -233,7 +233,7 @@ def compute(plans: list[FilePlan], ctx: Context, connect: bool,
     """Parse every file first (any error aborts before anything is written), then edit.
     Disconnect deletes a file only when connect created it (``created``) or it is Engram's own,
     and nothing but Engram's entries is left in it."""
-    from agents.hostconfig import formats
+    from engram.agents.hostconfig import formats
 
     outcomes = []
     for plan in plans:
@@ -350,14 +350,14 @@ def _engram_executable() -> str:
 
 
 def _context(host: Host, recorded: dict[str, Any] | None) -> Context:
-    from agents.hostconfig.hosts import Context, events_for
+    from engram.agents.hostconfig.hosts import Context, events_for
 
     return Context(_engram_executable(), host.name, events_for(host.name),
                    recorded=tuple((recorded or {}).get("added") or ()))
 
 
 def _host(name: str | None) -> Host:
-    from agents.hostconfig.hosts import HOSTS, host_named
+    from engram.agents.hostconfig.hosts import HOSTS, host_named
 
     host = host_named(name or "")
     if host is None:
@@ -419,7 +419,7 @@ def cmd_disconnect(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, connect: bool) -> int:
-    from engram.cli import settings_for
+    from engram.settings import settings_for
 
     try:
         host = _host(args.host)
@@ -491,7 +491,7 @@ def _update_record(config_dir: Path, record: dict[str, Any], host: Host,
 
 
 def list_hosts() -> str:
-    from agents.hostconfig.hosts import HOSTS
+    from engram.agents.hostconfig.hosts import HOSTS
 
     lines = ["Hosts `engram connect <host>` supports (user scope first, then project scope):", ""]
     for host in HOSTS.values():

@@ -4,7 +4,7 @@ event-id scheme every capture path (hooks, transcript import, transcript watch) 
 Loaded by the hook CLI on the agent's hot path: standard library only, and cheap ones at that
 (no ``dataclasses`` or ``typing`` at run time).
 
-An adapter is a module in ``agents.adapters`` that defines:
+An adapter is a module in ``engram.agents.adapters`` that defines:
 
 - ``HOST``: the registry name (``"claude-code"``), ``DISPLAY``: the product name;
 - ``EVENTS``: the host's own hook event names mapped to a kind in ``KINDS``;
@@ -14,7 +14,7 @@ An adapter is a module in ``agents.adapters`` that defines:
   session-start block, or None when there is none or the gateway did not answer); ``""`` prints
   nothing.
 
-``agents.registry`` maps host names to these modules and imports only the one a hook needs.
+``engram.agents.registry`` maps host names to these modules and imports only the one a hook needs.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-    from agents.contract import HookEvent
-    from agents.spool import Spool
-    from agents.transport import Gateway
+    from engram.agents.contract import HookEvent
+    from engram.agents.spool import Spool
+    from engram.agents.transport import Gateway
     from engram.settings import Settings
 
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
@@ -51,7 +51,7 @@ the spool (`engram capture` shows it, `engram capture --drain` sends it).
 def main(argv: list[str]) -> int:
     started, clock = time.time(), time.monotonic()
     if not argv or argv[0] in ("-h", "--help") or len(argv) != 2:
-        from agents.registry import ADAPTERS
+        from engram.agents.registry import ADAPTERS
 
         asked = argv[:1] in (["-h"], ["--help"])
         print(USAGE.format(hosts=", ".join(ADAPTERS)), file=sys.stdout if asked else sys.stderr)
@@ -74,8 +74,8 @@ def main(argv: list[str]) -> int:
 
 def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
     """Handle one hook call; returns what to print on stdout."""
-    from agents.contract import BadPayload, valid_id
-    from agents.registry import UnknownHost, load
+    from engram.agents.contract import BadPayload, valid_id
+    from engram.agents.registry import UnknownHost, load
     from engram.settings import SettingsError, load_settings
 
     try:
@@ -120,7 +120,7 @@ def _complete(event: HookEvent, settings: Settings, started: float) -> None:
     """Fill what the adapter could not: cwd (the hook runs in the workspace), project, session
     (per host process when the host has no session id), time (the hook's clock), and bound the
     tool output."""
-    from agents.contract import project_for
+    from engram.agents.contract import project_for
 
     event.cwd = event.cwd or os.getcwd()
     event.project = event.project or project_for(event.cwd, settings.project)
@@ -154,7 +154,7 @@ def _captured(event: HookEvent, settings: Settings) -> bool:
 def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]:
     """The gateway requests an event makes, in order. Session start announces the session (the
     answer carries the context block); session end stores the event, then ends the session."""
-    from agents.contract import event_id, observe_body
+    from engram.agents.contract import event_id, observe_body
 
     if event.kind == "session_start":
         return [{"method": "POST", "path": "/v1/sessions", "body": {
@@ -172,7 +172,7 @@ def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]
 def deliver(event: HookEvent, settings: Settings, deadline: float, started: float) -> str | None:
     """Send the event's requests before ``deadline``; spool what the gateway could not take.
     Returns the context block when the gateway answered a session start with one."""
-    from agents.transport import PERMANENT, Unreachable
+    from engram.agents.transport import PERMANENT, Unreachable
 
     requests = requests_for(event, started)
     waiting = _spool_waiting(settings)  # once: a stat and a listdir on every hook
@@ -233,7 +233,7 @@ def _spool_waiting(settings: Settings) -> bool:
 
 
 def gateway_for(settings: Settings) -> Gateway:
-    from agents.transport import Gateway
+    from engram.agents.transport import Gateway
 
     secret = settings.secret
     if not secret:
@@ -245,7 +245,7 @@ def gateway_for(settings: Settings) -> Gateway:
 
 
 def spool_for(settings: Settings) -> Spool:
-    from agents.spool import Spool
+    from engram.agents.spool import Spool
 
     return Spool(settings.data_dir / "spool", settings.spool_max_bytes,
                  settings.spool_max_age_hours * 3600)
@@ -255,7 +255,7 @@ def _drain_in_background() -> None:
     """A detached child drains the backlog; this hook returns at once. The child exits at once
     when another drain holds the lock. ``posix_spawn`` rather than ``subprocess``, whose import
     alone costs the hook ~3 ms."""
-    argv = [sys.executable, "-m", "agents.capture", "--drain-quietly"]
+    argv = [sys.executable, "-m", "engram.agents.capture", "--drain-quietly"]
     spawn = getattr(os, "posix_spawn", None)
     if spawn is None:  # Windows
         import subprocess

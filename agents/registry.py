@@ -13,14 +13,14 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 ADAPTERS: dict[str, str] = {
-    "claude-code": "agents.adapters.claude_code",
-    "codex": "agents.adapters.codex",
-    "cursor": "agents.adapters.cursor",
-    "gemini-cli": "agents.adapters.gemini_cli",
-    "copilot-cli": "agents.adapters.copilot_cli",
-    "windsurf": "agents.adapters.windsurf",
-    "kimi": "agents.adapters.kimi",
-    "raw": "agents.adapters.raw",
+    "claude-code": "engram.agents.adapters.claude_code",
+    "codex": "engram.agents.adapters.codex",
+    "cursor": "engram.agents.adapters.cursor",
+    "gemini-cli": "engram.agents.adapters.gemini_cli",
+    "copilot-cli": "engram.agents.adapters.copilot_cli",
+    "windsurf": "engram.agents.adapters.windsurf",
+    "kimi": "engram.agents.adapters.kimi",
+    "raw": "engram.agents.adapters.raw",
 }
 """Host name -> adapter module."""
 

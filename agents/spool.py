@@ -22,7 +22,7 @@ import json
 import os
 import time
 
-from agents.transport import PERMANENT, Unreachable
+from engram.agents.transport import PERMANENT, Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from agents.transport import Gateway
+    from engram.agents.transport import Gateway
 
 try:
     import fcntl

@@ -8,8 +8,9 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from api import auth, errors, mcp_http
-from api.routes import (
+from engram import __version__
+from engram.api import auth, errors
+from engram.api.routes import (
     admin,
     capture,
     graph,
@@ -20,7 +21,6 @@ from api.routes import (
     sessions,
     sync,
 )
-from engram import __version__
 from engram.settings import Settings
 from engram.store import Store
 from engram.vectors import Vectors
@@ -65,7 +65,6 @@ def create_app(
     for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
                       graph.bp, projects.bp, sync.bp):
         app.register_blueprint(blueprint)
-    mcp_http.install(app, mcp_http.gateway_server(app, secret))  # MCP at /mcp, same auth
     if derived_changed is not None:
         kick = derived_changed
 

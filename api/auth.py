@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, request
 
-from api.errors import ApiError
+from engram.api.errors import ApiError
 
 PUBLIC_PATHS = frozenset({"/v1/livez", "/v1/health"})
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from flask import Flask, Response, request
 
-from api.errors import ApiError
+from engram.api.errors import ApiError
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -180,16 +180,3 @@ def install(app: Flask, make_server: ServerFactory) -> McpMount:
     app.extensions["engram.mcp"] = mount
     app.add_url_rule(MCP_PATH, "mcp", mount.handle, methods=["POST", "GET", "DELETE"])
     return mount
-
-
-def gateway_server(app: Flask, secret: str) -> ServerFactory:
-    """The factory ``create_app`` installs: Engram's MCP server answering through this gateway."""
-
-    def make() -> MCPServer:
-        from agents.mcp_server import AppBackend, build_server
-
-        settings = app.extensions["engram.settings"]
-        return build_server(AppBackend(app, secret, mode="gateway"), settings=settings,
-                            tools=settings.mcp_tools, local_client=False)
-
-    return make

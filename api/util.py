@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import current_app, request
 
-from api.errors import ApiError
+from engram.api.errors import ApiError
 from engram.pagination import parse_limit
 from engram.scope import Scope, ScopeError
 from engram.settings import Settings

@@ -87,3 +87,13 @@ class Client:
         if status >= 400:
             raise GatewayError(status, payload)
         return payload
+
+
+def client_for(args: Any, settings: Any, timeout: float = 60.0) -> Client:
+    """The gateway client of a command: ``args.url`` (--url) or ENGRAM_URL, with this machine's
+    secret (sent to loopback only, unless ENGRAM_SECRET was set)."""
+    from engram.secret import client_secret
+
+    url = getattr(args, "url", None) or settings.gateway_url
+    return Client(url, client_secret(settings), explicit_secret=bool(settings.secret),
+                  timeout=timeout)

@@ -13,7 +13,7 @@ from engram.events import Event
 from engram.keyword import KeywordDoc, KeywordIndex
 from engram.pagination import keyset_page
 from engram.schema import observations
-from engram.scope import Scope
+from engram.scope import Scope, restrict
 from engram.store import Store, dumps, insert_ignore, iso, loads, now
 
 
@@ -56,11 +56,7 @@ def index_body(compressed: Compressed) -> str:
 
 def scoped(stmt: Any, scope: Scope, table: Any = observations) -> Any:
     """Restrict a select on observations (or sessions: same column names) to a scope."""
-    if not scope.all_projects:
-        stmt = stmt.where(table.c.project == scope.project)
-    if scope.agent_id is not None:
-        stmt = stmt.where(or_(table.c.agent_id == scope.agent_id, table.c.agent_id.is_(None)))
-    return stmt
+    return restrict(stmt, scope, table)
 
 
 def get(store_: Store, observation_id: str, scope: Scope | None = None) -> dict[str, Any] | None:

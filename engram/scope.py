@@ -8,6 +8,7 @@ scope fails closed (``ScopeError``).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 ALL_PROJECTS = "*"
 """Explicit opt-in to read across every project (never the default)."""
@@ -43,3 +44,16 @@ class Scope:
     def projects(self) -> tuple[str, ...]:
         """Project values visible in this scope: the project itself and global memories."""
         return (self.project, GLOBAL_PROJECT)
+
+
+def restrict(stmt: Any, scope: Scope, table: Any) -> Any:
+    """Restrict a select on ``table`` (observations or sessions: both have ``project`` and
+    ``agent_id``) to ``scope``: its project unless all projects, and its agent's rows plus
+    those of no agent."""
+    from sqlalchemy import or_
+
+    if not scope.all_projects:
+        stmt = stmt.where(table.c.project == scope.project)
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(table.c.agent_id == scope.agent_id, table.c.agent_id.is_(None)))
+    return stmt

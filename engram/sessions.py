@@ -8,7 +8,7 @@ from sqlalchemy import Connection, exists, or_, select, update
 
 from engram.pagination import keyset_page
 from engram.schema import capture_inbox, sessions
-from engram.scope import Scope
+from engram.scope import Scope, restrict
 from engram.store import Store, insert_ignore, iso, loads, now
 
 
@@ -98,9 +98,7 @@ def save_summary(conn: Connection, session_id: str, text: str, data: str) -> Non
 def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = None,
                   status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on (started_at, id)."""
-    from engram.observations import scoped
-
-    stmt = scoped(select(sessions), scope, sessions)
+    stmt = restrict(select(sessions), scope, sessions)
     if status:
         stmt = stmt.where(sessions.c.status == status)
     with store.read() as conn:
@@ -128,29 +126,3 @@ def to_dict(row: Any) -> dict[str, Any]:
         "endedAt": iso(row.ended_at), "summary": row.summary,
         "summaryData": loads(row.summary_json),
     }
-
-
-def summarize(store: Store, session_id: str) -> dict[str, Any] | None:
-    """Build the heuristic summary of a session from its observations, store and index it.
-
-    Idempotent: running it again rebuilds the same summary (and re-indexes it in place).
-    """
-    from engram import observations
-    from engram.keyword import KeywordDoc
-    from engram.store import dumps
-    from engram.summary import summarize as heuristic_summary
-
-    with store.write() as conn:
-        row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
-        if row is None:
-            return None
-        records = [observations.to_dict(r, detail=True)
-                   for r in observations.for_session(conn, session_id)]
-        summary = heuristic_summary(records)
-        text = summary.to_text()
-        save_summary(conn, session_id, text, dumps(summary.to_dict()))
-        store.keyword.upsert(conn, KeywordDoc(
-            doc_id=f"sum_{session_id}"[:64], kind="summary", project=row.project, body=text,
-            created_at=row.ended_at or now(), agent_id=row.agent_id, session_id=session_id,
-        ))
-    return summary.to_dict()

@@ -389,3 +389,11 @@ def load_settings(
     if not values["database_url"]:
         values["database_url"] = f"sqlite:///{values['data_dir'] / 'engram.db'}"
     return Settings(**values)
+
+
+def settings_for(args: Any, **extra: Any) -> Settings:
+    """Settings for a command: its ``--data-dir``/``--config-dir`` (attributes of ``args``, when
+    it has them) and ``extra`` over the environment and engram.env."""
+    overrides = {"data_dir": getattr(args, "data_dir", None),
+                 "config_dir": getattr(args, "config_dir", None), **extra}
+    return load_settings(overrides=overrides)

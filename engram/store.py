@@ -96,6 +96,18 @@ class Store:
         with self.engine.connect() as conn:
             yield conn
 
+    def answers(self) -> bool:
+        """Whether the database answers a trivial query (the public health check)."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.read() as conn:
+                conn.execute(text("SELECT 1"))
+        except SQLAlchemyError:
+            return False
+        return True
+
     def close(self) -> None:
         self.engine.dispose()
 

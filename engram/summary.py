@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engram.store import Store
 
 from engram.compress import STOP_HOOKS, command_concepts, hook_key, one_line
 
@@ -187,3 +190,32 @@ def _str(value: Any) -> str:
 
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(item for item in items if item))
+
+
+def summarize_session(store: Store, session_id: str) -> dict[str, Any] | None:
+    """Build the heuristic summary of a session from its observations, store and index it.
+
+    Idempotent: running it again rebuilds the same summary (and re-indexes it in place).
+    """
+    from sqlalchemy import select
+
+    from engram import observations
+    from engram.keyword import KeywordDoc
+    from engram.schema import sessions
+    from engram.sessions import save_summary
+    from engram.store import dumps, now
+
+    with store.write() as conn:
+        row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
+        if row is None:
+            return None
+        records = [observations.to_dict(r, detail=True)
+                   for r in observations.for_session(conn, session_id)]
+        summary = summarize(records)
+        text = summary.to_text()
+        save_summary(conn, session_id, text, dumps(summary.to_dict()))
+        store.keyword.upsert(conn, KeywordDoc(
+            doc_id=f"sum_{session_id}"[:64], kind="summary", project=row.project, body=text,
+            created_at=row.ended_at or now(), agent_id=row.agent_id, session_id=session_id,
+        ))
+    return summary.to_dict()

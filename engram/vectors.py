@@ -281,7 +281,7 @@ class Vectors:
         return self._lock.locked()
 
     def _open(self) -> None:
-        from engram.embedders.base import embedder_from_settings
+        from engram.embedders.factory import embedder_from_settings
 
         if self.settings.broker_url and not self.settings.chroma_url:
             self.problem = ("vectors need a Chroma server when the gateway and the workers are "

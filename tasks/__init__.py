@@ -1,6 +1,8 @@
-"""Celery tasks: the worker pools that turn captured events into memory.
+"""``engram.tasks``: the Celery tasks that turn captured events into memory.
 
-``tasks.app`` holds the Celery app and its configuration, ``tasks.capture`` the observe and
-summarize tasks, ``tasks.sweeper`` the inbox sweeper, ``tasks.embedded`` the in-process worker of
-the embedded default. Task bodies only call into ``engram``.
+``app`` holds the Celery app, its queues, task names and configuration; ``capture`` the observe
+and summarize tasks; ``embed`` and ``graph`` the derived indexes' drain tasks, sent by
+``dispatch``; ``sweeper`` the inbox sweeper and ``broker`` what it reads from Redis; ``runtime``
+a worker process's settings and store; ``embedded`` the in-process worker of the embedded
+default; ``client`` what the gateway sends. Task bodies only call into the core.
 """

@@ -11,25 +11,25 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
 from celery.worker.control import inspect_command
 
 from engram.memory import process_memory
 from engram.settings import Settings
-from tasks import runtime
 
 CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE = (
     "capture", "maintenance", "embed", "graph")
 LEGACY_QUEUES = ("observe", "summarize")
 """Queue names before capture and derived work were split: a worker still drains them, so tasks an
 older gateway queued are not stranded by an upgrade."""
+OBSERVE_TASK, SUMMARIZE_TASK, SWEEP_TASK = "engram.observe", "engram.summarize", "engram.sweep"
+EMBED_TASK, GRAPH_TASK = "engram.embed", "engram.graph_extract"
 ALL_QUEUES = (CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE, *LEGACY_QUEUES)
 MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
 
-celery_app = Celery("engram", include=["tasks.capture", "tasks.sweeper", "tasks.embed",
-                                       "tasks.graph"])
+celery_app = Celery("engram", include=["engram.tasks.capture", "engram.tasks.sweeper",
+                                       "engram.tasks.embed", "engram.tasks.graph"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -69,11 +69,11 @@ def configure(settings: Settings) -> Celery:
         # Capture never waits behind derived work: each kind has its queue, so pools can be
         # sized per queue (`engram worker --queues`).
         task_routes={
-            "engram.observe": {"queue": CAPTURE_QUEUE},
-            "engram.summarize": {"queue": MAINTENANCE_QUEUE},
-            "engram.sweep": {"queue": MAINTENANCE_QUEUE},
-            "engram.graph_extract": {"queue": GRAPH_QUEUE},
-            "engram.embed": {"queue": EMBED_QUEUE},
+            OBSERVE_TASK: {"queue": CAPTURE_QUEUE},
+            SUMMARIZE_TASK: {"queue": MAINTENANCE_QUEUE},
+            SWEEP_TASK: {"queue": MAINTENANCE_QUEUE},
+            GRAPH_TASK: {"queue": GRAPH_QUEUE},
+            EMBED_TASK: {"queue": EMBED_QUEUE},
         },
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.
@@ -82,7 +82,7 @@ def configure(settings: Settings) -> Celery:
                                    "interval_step": 0.2, "interval_max": 0.2},
         beat_schedule={
             "sweep-capture-inbox": {
-                "task": "engram.sweep",
+                "task": SWEEP_TASK,
                 "schedule": settings.sweep_interval_seconds,
                 "options": {"queue": MAINTENANCE_QUEUE,
                             "expires": settings.sweep_interval_seconds},
@@ -101,11 +101,6 @@ def configure(settings: Settings) -> Celery:
     celery_app.set_default()
     celery_app.set_current()
     return celery_app
-
-
-@worker_process_init.connect
-def _after_fork(**_: Any) -> None:
-    runtime.reset_after_fork()
 
 
 @inspect_command(name="engram_memory")

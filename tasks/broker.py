@@ -43,6 +43,16 @@ class Delivery:
     delivered_at: float
 
 
+def _task_name(raw: bytes | str) -> str | None:
+    try:
+        message = json.loads(raw)
+        if isinstance(message, list):
+            message = message[0]
+        return str(message["headers"]["task"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def _task_and_arg(raw: bytes | str) -> tuple[str, str] | None:
     """(task name, first argument) of one Celery message as kombu stores it in Redis."""
     try:
@@ -95,6 +105,14 @@ class RedisBroker:
                     break
                 start += SCAN_CHUNK
         return found
+
+    def holds(self, queues: Iterable[str], task: str) -> bool:
+        """Whether some ``task`` message waits in ``queues`` or is delivered and not yet
+        acknowledged (a drain task has no argument, so this looks at names only)."""
+        for key in self._keys(queues):
+            if any(_task_name(raw) == task for raw in self.client.lrange(key, 0, SCAN_CHUNK - 1)):
+                return True
+        return any(_task_name(raw) == task for raw in self.client.hvals(UNACKED_KEY))
 
     def deliveries(self, task: str) -> list[Delivery]:
         """The ``task`` messages delivered to some worker and not acknowledged yet."""
@@ -161,6 +179,10 @@ class SingleFlight:
             return True
         return bool(self.client.set(QUEUED_KEY.format(task=task), "1", nx=True,
                                     ex=QUEUED_TTL_SECONDS))
+
+    def claimed(self, task: str) -> bool:
+        """Whether a ``task`` is marked as queued."""
+        return self.client is not None and bool(self.client.exists(QUEUED_KEY.format(task=task)))
 
     def started(self, task: str) -> None:
         if self.client is not None:

@@ -7,11 +7,11 @@ from typing import Any
 
 from celery import Task
 
-from engram import inbox, observations, sessions
+from engram import inbox, observations, sessions, summary
 from engram.compress import compress
 from engram.privacy import scrub
-from tasks import runtime
-from tasks.app import celery_app
+from engram.tasks import dispatch, runtime
+from engram.tasks.app import celery_app
 
 log = logging.getLogger("engram.tasks")
 
@@ -42,7 +42,7 @@ def observe(self: Task, event_id: str) -> str:
         log.warning("event %s attempt %d failed (%s); retrying in %.1fs",
                     event_id, claim.attempts, error, delay)
         raise self.retry(countdown=delay, exc=exc) from exc
-    runtime.kick_derived()
+    dispatch.kick_derived()
     _summarize_if_due(claim.event.session_id)
     return "stored"
 
@@ -65,7 +65,7 @@ def summarize(session_id: str) -> str:
         waiting = inbox.pending_for_session(conn, session_id)
     if waiting:
         return "waiting"
-    result = sessions.summarize(store, session_id)
+    result = summary.summarize_session(store, session_id)
     if result is not None:
-        runtime.kick_derived()
+        dispatch.kick_derived()
     return "missing" if result is None else "summarized"

@@ -18,7 +18,7 @@ WORKER_PING_TIMEOUT = 1.0
 def dispatch_observe(event_id: str) -> None:
     """Enqueue processing of an accepted event. A broker outage is logged, not raised: the event
     is already durable in the inbox and the sweeper dispatches it when the broker is back."""
-    from tasks.capture import observe
+    from engram.tasks.capture import observe
 
     try:
         observe.apply_async((event_id,))
@@ -27,7 +27,7 @@ def dispatch_observe(event_id: str) -> None:
 
 
 def enqueue_summary(session_id: str) -> None:
-    from tasks.capture import summarize
+    from engram.tasks.capture import summarize
 
     try:
         summarize.apply_async((session_id,))
@@ -38,16 +38,16 @@ def enqueue_summary(session_id: str) -> None:
 def derived_changed() -> None:
     """Documents changed outside the capture pipeline (memories, forget, import): ask for the
     derived indexes to catch up soon. Debounced; a broker outage leaves it to the sweeper."""
-    from tasks import runtime
+    from engram.tasks import dispatch
 
-    runtime.kick_derived()
+    dispatch.kick_derived()
 
 
 def broker_probe(settings: Settings) -> Callable[[], str | None]:
     def probe() -> str | None:
         if settings.embedded:
             return None
-        from tasks.app import celery_app
+        from engram.tasks.app import celery_app
 
         try:
             with celery_app.connection_for_write() as conn:
@@ -65,7 +65,7 @@ def worker_probe(settings: Settings, embedded_alive: Callable[[], bool] | None
         if embedded_alive is not None:
             alive = embedded_alive()
             return {"alive": int(alive), "names": ["embedded"] if alive else []}
-        from tasks.app import celery_app
+        from engram.tasks.app import celery_app
 
         try:
             replies = celery_app.control.broadcast(

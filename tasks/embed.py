@@ -7,8 +7,8 @@ its derived lane instead of this task.
 from __future__ import annotations
 
 from engram import drains
-from tasks import runtime
-from tasks.app import celery_app
+from engram.tasks import dispatch, runtime
+from engram.tasks.app import EMBED_TASK, celery_app
 
 BATCHES_PER_TASK = 8
 """Batches one task drains before handing over (it re-dispatches itself when more is queued).
@@ -17,9 +17,9 @@ queues never keeps a capture waiting longer than one batch."""
 YIELD_SECONDS = 1.0
 
 
-@celery_app.task(name="engram.embed")
+@celery_app.task(name=EMBED_TASK)
 def embed() -> dict[str, int]:
-    runtime.flight().started(embed.name)
+    runtime.flight(celery_app).started(EMBED_TASK)
     settings = runtime.settings()
     result = drains.drain_vectors(runtime.store(), runtime.vectors(), settings.embedding_batch,
                                   batches=BATCHES_PER_TASK,
@@ -28,6 +28,6 @@ def embed() -> dict[str, int]:
     if result.more and not result.failed:
         # after yielding to capture, come back a moment later: the capture tasks take the
         # worker's slots in between
-        runtime.send_drain(embed, countdown=YIELD_SECONDS)
+        dispatch.send_drain(EMBED_TASK, countdown=YIELD_SECONDS)
     # a failed batch is leased for its backoff: the sweeper sends the task again while rows wait
     return {"embedded": result.embedded, "deleted": result.deleted, "more": int(result.more)}

@@ -18,7 +18,7 @@ from celery.beat import EmbeddedService
 
 from engram.lane import DerivedLanes
 from engram.settings import Settings
-from tasks.app import CAPTURE_QUEUE, LEGACY_QUEUES, MAINTENANCE_QUEUE, celery_app
+from engram.tasks.app import CAPTURE_QUEUE, LEGACY_QUEUES, MAINTENANCE_QUEUE, celery_app
 
 log = logging.getLogger("engram.embedded")
 
@@ -37,8 +37,8 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         from engram import inbox
-        from tasks import runtime
-        from tasks.sweeper import sweep_once
+        from engram.tasks import runtime
+        from engram.tasks.sweeper import sweep_once
 
         # Before our own worker claims anything: every claim in the inbox belonged to the
         # previous embedded process (one per data dir), which died holding it.

@@ -6,23 +6,21 @@ sharing the parent's sockets across fork().
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING
 
-from kombu.exceptions import OperationalError
+from celery.signals import worker_process_init
 
 from engram.settings import Settings, load_settings
 from engram.store import Store
 
 if TYPE_CHECKING:
-    from celery import Task
+    from celery import Celery
 
     from engram.lane import DerivedLanes
+    from engram.tasks.broker import SingleFlight
     from engram.vectors import Vectors
-    from tasks.broker import SingleFlight
 
 log = logging.getLogger("engram.tasks")
 
@@ -58,65 +56,6 @@ def configure(settings: Settings, store: Store | None = None,
         _flight = None  # it talks to the broker of the settings it was made for
 
 
-KICK_INTERVAL = 0.5
-"""A burst of writes sends the derived tasks at most once per this many seconds per process;
-they run that much later, so one run drains everything the burst committed."""
-_last_kick = 0.0
-_kick_lock = threading.Lock()
-
-
-def flight() -> SingleFlight:
-    """This process's gate of queued drain tasks (see ``tasks.broker.SingleFlight``)."""
-    global _flight
-    from tasks.app import celery_app
-    from tasks.broker import single_flight
-
-    with _lock:
-        if _flight is None:
-            _flight = single_flight(celery_app)
-        return _flight
-
-
-def send_drain(task: Task, countdown: float = 0.0) -> None:
-    """Send a drain task unless one is queued already."""
-    from redis.exceptions import RedisError
-
-    gate = flight()
-    try:
-        if not gate.claim(task.name):
-            return
-    except (RedisError, OSError) as exc:
-        log.warning("could not dispatch %s (%s); the sweeper will", task.name, exc)
-        return
-    try:
-        task.apply_async(countdown=countdown)
-    except (OperationalError, OSError) as exc:
-        log.warning("could not dispatch %s (%s); the sweeper will", task.name, exc)
-        with contextlib.suppress(RedisError, OSError):
-            gate.started(task.name)  # nothing is queued: let the next request send one
-
-
-def kick_derived() -> None:
-    """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
-    broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
-    global _last_kick
-    lane = _lane
-    if lane is not None:
-        lane.kick()
-        return
-    with _kick_lock:
-        at = time.monotonic()
-        if at - _last_kick < KICK_INTERVAL:
-            return
-        _last_kick = at
-    from tasks.embed import embed
-    from tasks.graph import graph_extract
-
-    if settings().embedder != "none":
-        send_drain(embed, KICK_INTERVAL)
-    send_drain(graph_extract, KICK_INTERVAL)
-
-
 def settings() -> Settings:
     global _settings
     with _lock:
@@ -132,6 +71,24 @@ def store() -> Store:
         if _store is None:
             _store = Store.open(current.database_url)
         return _store
+
+
+def lane() -> DerivedLanes | None:
+    """The embedded server's derived lanes, or None in a worker pool (derived work is sent as
+    tasks there)."""
+    return _lane
+
+
+def flight(app: Celery) -> SingleFlight:
+    """This process's gate of queued drain tasks on ``app``'s broker (see
+    ``engram.tasks.broker.SingleFlight``); ``configure`` and a fork drop it."""
+    global _flight
+    from engram.tasks.broker import single_flight
+
+    with _lock:
+        if _flight is None:
+            _flight = single_flight(app)
+        return _flight
 
 
 def reset_after_fork() -> None:
@@ -154,3 +111,8 @@ def vectors() -> Vectors:
         if _vectors is None:
             _vectors = Vectors(current, opened)
         return _vectors
+
+
+@worker_process_init.connect
+def _after_fork(**_: object) -> None:
+    reset_after_fork()

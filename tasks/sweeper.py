@@ -24,9 +24,9 @@ from redis.exceptions import RedisError
 from engram import derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
 from engram.store import now
-from tasks import runtime
-from tasks.app import celery_app
-from tasks.broker import CAPTURE_QUEUES, MAINTENANCE_QUEUES, RedisBroker, redis_broker
+from engram.tasks import dispatch, runtime
+from engram.tasks.app import EMBED_QUEUE, EMBED_TASK, GRAPH_QUEUE, GRAPH_TASK, celery_app
+from engram.tasks.broker import CAPTURE_QUEUES, MAINTENANCE_QUEUES, RedisBroker, redis_broker
 
 log = logging.getLogger("engram.sweeper")
 
@@ -41,7 +41,7 @@ SUMMARY_LIMIT = 500
 
 
 def dispatch_observe(event_ids: list[str]) -> int:
-    from tasks.capture import observe
+    from engram.tasks.capture import observe
 
     for event_id in event_ids:
         observe.apply_async((event_id,))
@@ -49,7 +49,7 @@ def dispatch_observe(event_ids: list[str]) -> int:
 
 
 def dispatch_summaries(session_ids: list[str]) -> int:
-    from tasks.capture import summarize
+    from engram.tasks.capture import summarize
 
     for session_id in session_ids:
         summarize.apply_async((session_id,))
@@ -60,7 +60,7 @@ def _lost_events(reader: RedisBroker, expired: list[str]) -> tuple[list[str], bo
     """Waiting entries whose task the broker does not hold (or holds for a worker that died);
     (ids, whether the queues were read). The dead workers' deliveries of what is sent again,
     including ``expired`` claims, are dropped from the broker so it never hands them back."""
-    from tasks.capture import observe
+    from engram.tasks.capture import observe
 
     settings, store = runtime.settings(), runtime.store()
     claim_grace = max(settings.inbox_lease_seconds, GRACE_SECONDS)
@@ -85,6 +85,24 @@ def _lost_events(reader: RedisBroker, expired: list[str]) -> tuple[list[str], bo
     return lost, read
 
 
+def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
+    """Drain tasks marked as queued that the broker no longer holds (a worker killed holding
+    one, a flushed queue): their marker is released so the kick that follows sends one again,
+    instead of the index waiting for the marker to expire. Returns how many were released."""
+    gate = runtime.flight(celery_app)
+    released = 0
+    for name, queue, pending in ((EMBED_TASK, EMBED_QUEUE, vectors),
+                                 (GRAPH_TASK, GRAPH_QUEUE, graph)):
+        if not pending or not gate.claimed(name) or reader.holds([queue], name):
+            continue
+        time.sleep(CONFIRM_SECONDS)  # a task being published in that instant is queued by now
+        if gate.claimed(name) and not reader.holds([queue], name):
+            gate.started(name)
+            released += 1
+            log.warning("sweeper: the queued %s task was lost; sending another", name)
+    return released
+
+
 def sweep_once(starting: bool = False) -> dict[str, Any]:
     """One sweep. ``starting``: an embedded server starting, whose in-memory queue died with the
     previous process, so every waiting entry and pending summary is sent again."""
@@ -104,7 +122,7 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
         with store.read() as conn:
             awaiting = sessions.awaiting_summary(conn, now() - GRACE_SECONDS, SUMMARY_LIMIT)
         if awaiting and reader is not None:
-            from tasks.capture import summarize
+            from engram.tasks.capture import summarize
 
             held = reader.queued(MAINTENANCE_QUEUES, summarize.name) | {
                 d.arg for d in reader.deliveries(summarize.name)}
@@ -122,8 +140,10 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     with store.read() as conn:  # derived work whose task was lost (or never sent: import, forget)
         result["graph"] = derive.pending(conn, "graph")
         result["vectors"] = derive.pending(conn, "vector")
+    if reader is not None and (result["graph"] or result["vectors"]):
+        result["lostDrains"] = _release_lost_drains(reader, result["vectors"], result["graph"])
     if result["graph"] or result["vectors"]:
-        runtime.kick_derived()
+        dispatch.kick_derived()
     with store.write() as conn:
         heartbeat.beat(conn, SWEEPER, result)
     if result["events"] or result["expiredClaims"] or result["summaries"]:

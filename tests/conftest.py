@@ -55,7 +55,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     Tests sharing it use their own project names, so they never see each other's data.
     """
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
 
     built = build_gateway(make_settings(tmp_path_factory.mktemp("gateway")))
     yield built
@@ -66,8 +66,8 @@ def api_for(gateway: Any) -> Api:
     """A test client of ``gateway``. Task bodies find their store and vectors through
     process-wide state (as Celery tasks must); a test that built a gateway of its own re-pointed
     it, so point it back at this one."""
-    from tasks import runtime
-    from tasks.app import configure
+    from engram.tasks import runtime
+    from engram.tasks.app import configure
 
     lane = gateway.embedded.lane if gateway.embedded is not None else None
     runtime.configure(gateway.settings, gateway.store, gateway.vectors, lane=lane)
@@ -95,7 +95,7 @@ def served(tmp_path: Path) -> Iterator[Any]:
 def own_api(tmp_path: Path) -> Iterator[Api]:
     """A client of a gateway of this test's own, for tests whose data has fixed ids (fixture
     transcripts) and so cannot share the module's gateway."""
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
 
     built = build_gateway(make_settings(tmp_path / "gw"))
     try:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agents import registry
-from agents.adapters import copilot_cli, raw
-from agents.adapters._common import epoch_seconds
-from agents.contract import KINDS, BadPayload, HookEvent, event_id, observe_body
+from engram.agents import registry
+from engram.agents.adapters import copilot_cli, raw
+from engram.agents.adapters._common import epoch_seconds
+from engram.agents.contract import KINDS, BadPayload, HookEvent, event_id, observe_body
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hosts"

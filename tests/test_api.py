@@ -44,7 +44,7 @@ def test_bearer_scheme_is_case_insensitive(api: Api) -> None:
 
 
 def test_allow_listed_origin_passes(tmp_path: Any) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     gw = build_gateway(make_settings(tmp_path, ENGRAM_ALLOWED_ORIGINS="https://app.example"),
@@ -100,7 +100,7 @@ def test_one_error_shape(api: Api, method: str, path: str, status: int, code: st
 
 
 def test_oversized_body_is_413(tmp_path: Any) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     gw = build_gateway(make_settings(tmp_path, ENGRAM_MAX_BODY_BYTES="1000"), start_worker=False)
@@ -197,7 +197,7 @@ def test_secrets_never_reach_the_store(api: Api, project: str) -> None:
 
 def test_store_failure_answers_503_retryable_and_writes_nothing(tmp_path: Any,
                                                                 project: str) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     gw = build_gateway(make_settings(tmp_path), start_worker=False)
@@ -219,7 +219,7 @@ def test_failing_processing_retries_then_dead_letters_and_can_be_retried(
         tmp_path: Any, project: str) -> None:
     """A real failure (the observations table is gone) goes retrying (202 on replay), then dead
     (visible in status), and a manual retry after the fix stores it exactly once."""
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     gw = build_gateway(make_settings(
@@ -258,7 +258,7 @@ def test_failing_processing_retries_then_dead_letters_and_can_be_retried(
 
 
 def test_full_inbox_answers_503_retryable(tmp_path: Any, project: str) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     gw = build_gateway(make_settings(tmp_path, ENGRAM_INBOX_MAX="3"), start_worker=False)
@@ -519,7 +519,7 @@ def test_export_import_strategies(api: Api, project: str) -> None:
 
 
 def test_import_replace_into_a_fresh_store(tmp_path: Any, api: Api, project: str) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
     _session(api, project, "s-rep", "replace me", [
@@ -563,7 +563,7 @@ def test_status_reports_components(api: Api) -> None:
 
 
 def test_status_names_a_process_over_its_memory_budget(tmp_path: Path) -> None:
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import api_for, make_settings
 
     built = build_gateway(make_settings(tmp_path, ENGRAM_MEMORY_BUDGET_MB="10"))

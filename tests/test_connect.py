@@ -18,9 +18,9 @@ import pytest
 import tomlkit
 import yaml
 
-from agents.connect import hooks_connected
-from agents.hostconfig import formats
-from engram.cli import main
+from engram.agents.connect import hooks_connected
+from engram.agents.hostconfig import formats
+from engram.cli.main import main
 from engram.settings import load_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
@@ -182,7 +182,7 @@ def test_claude_code_entries(env: dict[str, Path], capsys: pytest.CaptureFixture
     assert post[-1]["matcher"] == "*"
     assert post[-1]["hooks"][0]["command"].endswith("hook claude-code PostToolUse")
     assert "matcher" not in hooks["SessionStart"][0]
-    from agents.adapters.claude_code import EVENTS
+    from engram.agents.adapters.claude_code import EVENTS
 
     registered = {e for e, groups in hooks.items() if engram_commands(groups)}
     assert registered <= set(EVENTS)

@@ -315,7 +315,7 @@ def test_the_hook_imports_only_the_standard_library_and_its_adapter(cluster: Clu
     cluster.serve()
     probe = (
         "import sys, json\n"
-        "from engram.entry import main\n"
+        "from engram.cli.entry import main\n"
         "main(['hook', 'claude-code', 'PostToolUse'])\n"
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
     )
@@ -323,11 +323,11 @@ def test_the_hook_imports_only_the_standard_library_and_its_adapter(cluster: Clu
                             env=cluster.env, text=True, capture_output=True, timeout=30)
     loaded = json.loads(result.stderr.strip().splitlines()[-1])
     outside = {m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names}
-    ours = {m for m in outside if m.split(".")[0] in ("engram", "agents")}
+    ours = {m for m in outside if m.split(".")[0] == "engram"}
     assert outside - ours <= {"__main__", "_distutils_hack",
                              "__editable___engram_0_1_0_finder"}, outside
-    assert {m for m in ours if m.startswith("agents.adapters.")} <= {
-        "agents.adapters.claude_code", "agents.adapters._common"}
+    assert {m for m in ours if m.startswith("engram.agents.adapters.")} <= {
+        "engram.agents.adapters.claude_code", "engram.agents.adapters._common"}
     assert "engram.privacy" not in ours  # the scrubber loads only when an event is spooled
     for heavy in ("flask", "celery", "sqlalchemy", "chromadb", "typing", "dataclasses",
                   "urllib.request", "http.client", "ssl"):

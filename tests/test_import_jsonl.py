@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from agents.adapters import claude_code
-from agents.contract import event_id, observe_body
+from engram.agents.adapters import claude_code
+from engram.agents.contract import event_id, observe_body
+from engram.watcher import claude_import
+from engram.watcher.delivery import Gateway
+from engram.watcher.importer import Importer
 from tests.support import ENGRAM, Api, Cluster
-from watcher import claude_import
-from watcher.delivery import Gateway
-from watcher.importer import Importer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "transcripts"
 CLAUDE_FILES = ["basic.jsonl", "tool-use.jsonl", "errors.jsonl", "claude-code-transcript.jsonl",
@@ -255,7 +255,7 @@ def test_a_file_still_being_written_is_skipped_unless_asked(api: Api, tmp_path: 
 
 def test_gateway_down_stops_the_import_and_keeps_the_ledger(tmp_path: Path) -> None:
     from engram.client import Client
-    from watcher.importer import ImportStopped
+    from engram.watcher.importer import ImportStopped
 
     down = Importer(Gateway(Client("http://127.0.0.1:9", None, timeout=2)), tmp_path,
                     out=io.StringIO())
@@ -310,7 +310,7 @@ def test_cli_end_to_end(tmp_path: Path, transcripts: Path) -> None:
 def test_a_full_inbox_paces_the_import_instead_of_stopping_it(tmp_path: Path) -> None:
     """A bulk import faster than the workers fills the inbox (503): the importer waits for them
     and goes on, and every event arrives once."""
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
     from tests.conftest import api_for, make_settings
 
     gateway = build_gateway(make_settings(tmp_path / "gw", ENGRAM_INBOX_MAX="2"),

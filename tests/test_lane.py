@@ -82,7 +82,7 @@ def test_drain_tasks_yield_to_waiting_capture_after_one_batch(store: Store) -> N
 
 
 def test_drain_tasks_yield_only_where_the_worker_also_captures() -> None:
-    from tasks import runtime
+    from engram.tasks import runtime
 
     try:
         runtime.serving_queues(["embed", "graph"])

@@ -211,12 +211,12 @@ def test_the_project_defaults_to_the_repository_the_server_runs_in(cluster: Clus
 
 def test_docs_tool_reference_is_generated_from_the_code() -> None:
     """docs/mcp.md's tool reference is the text `reference_markdown()` generates; regenerate it
-    with `python -m agents.mcp_server --reference` when a tool changes."""
-    from agents.mcp_server import REFERENCE_END, REFERENCE_START, reference_markdown
+    with `python -m engram.agents.mcp_server --reference` when a tool changes."""
+    from engram.agents.mcp_server import REFERENCE_END, REFERENCE_START, reference_markdown
 
     text = (REPO / "docs" / "mcp.md").read_text()
     assert REFERENCE_START in text and REFERENCE_END in text, \
         "docs/mcp.md lacks the generated tool reference markers"
     current = text.split(REFERENCE_START, 1)[1].split(REFERENCE_END, 1)[0]
     assert current.strip() == reference_markdown().strip(), \
-        "docs/mcp.md's tool reference is stale: run `python -m agents.mcp_server --reference`"
+        "docs/mcp.md's tool reference is stale: run `python -m engram.agents.mcp_server --reference`"

@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from waitress.server import create_server
 
-from api import auth, errors, mcp_http
+from engram.api import auth, errors, mcp_http
 from tests.support import Api, Cluster
 
 CORE = ["save_memory", "recall", "search", "get_context", "get_observations", "status"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.memfiles import (
+from engram.watcher.memfiles import (
     MAX_FILE_BYTES,
     FileTooLarge,
     NotRegularFile,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.contract import MAX_ID_CHARS, HookEvent, event_id
-from agents.spool import Spool
-from agents.transport import Gateway, Unreachable
+from engram.agents.contract import MAX_ID_CHARS, HookEvent, event_id
+from engram.agents.spool import Spool
+from engram.agents.transport import Gateway, Unreachable
 from engram.client import is_loopback_url
 from tests.support import free_port
 

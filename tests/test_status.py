@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.cli import render_status
+from engram.cli.main import render_status
 from engram.status import redact_url
 
 

@@ -6,7 +6,7 @@ import time
 
 from sqlalchemy import select
 
-from engram import inbox, memories, observations, sessions
+from engram import inbox, memories, observations, sessions, summary
 from engram.compress import compress
 from engram.db import MIGRATIONS, migrate, schema_version
 from engram.events import validate_event
@@ -215,8 +215,8 @@ def test_summary_is_stored_and_searchable(store: Store) -> None:
     for n, command in enumerate(["pytest tests/test_cart.py", "git commit -m cart"]):
         _accept_and_store(store, _event("p", "s5", n, command))
     sessions.end(store, "s5")
-    summary = sessions.summarize(store, "s5")
-    assert summary is not None and "pytest tests/test_cart.py" in summary["commands"]
+    made = summary.summarize_session(store, "s5")
+    assert made is not None and "pytest tests/test_cart.py" in made["commands"]
     with store.read() as conn:
         hits = store.keyword.search(conn, "cart", Scope("p"), 10, kinds=("summary",))
     assert [h.session_id for h in hits] == ["s5"]

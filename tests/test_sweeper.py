@@ -29,8 +29,8 @@ BACKLOG = 10_000
 def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, Any]]:
     import redis
 
-    from tasks import runtime
-    from tasks.app import configure
+    from engram.tasks import runtime
+    from engram.tasks.app import configure
 
     settings = make_settings(tmp_path, ENGRAM_BROKER_URL=redis_url, ENGRAM_INBOX_MAX="20000",
                              ENGRAM_INBOX_LEASE_SECONDS="1")
@@ -48,7 +48,7 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, An
 
 
 def accept(settings: Settings, store: Store, n: int, session: str = "s") -> str:
-    from tasks.client import dispatch_observe
+    from engram.tasks.client import dispatch_observe
 
     event = validate_event({"eventId": f"{session}:{n}", "sessionId": session, "project": "p",
                             "host": "raw", "hookType": "PostToolUse", "toolName": "Bash",
@@ -62,7 +62,7 @@ def accept(settings: Settings, store: Store, n: int, session: str = "s") -> str:
 
 def queued(client: Any, queue: str = "capture") -> Counter[str]:
     """How many tasks the broker's queue holds for each first argument."""
-    from tasks.broker import _task_and_arg
+    from engram.tasks.broker import _task_and_arg
 
     found: Counter[str] = Counter()
     for raw in client.lrange(queue, 0, -1):
@@ -80,7 +80,7 @@ def age_dispatches(store: Store, seconds: float = 600) -> None:
 
 def test_a_backlog_is_never_sent_twice_and_a_loss_is_sent_once(
         broker: tuple[Settings, Store, Any]) -> None:
-    from tasks.sweeper import DISPATCH_LIMIT, sweep_once
+    from engram.tasks.sweeper import DISPATCH_LIMIT, sweep_once
 
     settings, store, client = broker
     ids = [accept(settings, store, n) for n in range(BACKLOG)]
@@ -114,8 +114,8 @@ def test_a_backlog_is_never_sent_twice_and_a_loss_is_sent_once(
 
 def test_a_dead_workers_delivery_is_sent_again_and_a_live_ones_is_not(
         broker: tuple[Settings, Store, Any]) -> None:
-    from tasks.broker import UNACKED_INDEX_KEY, UNACKED_KEY
-    from tasks.sweeper import sweep_once
+    from engram.tasks.broker import UNACKED_INDEX_KEY, UNACKED_KEY
+    from engram.tasks.sweeper import sweep_once
 
     settings, store, client = broker
     ids = [accept(settings, store, n, session="d") for n in range(6)]
@@ -139,7 +139,7 @@ def test_a_dead_workers_delivery_is_sent_again_and_a_live_ones_is_not(
 
 
 def delivered_arg(client: Any, tag: str) -> str:
-    from tasks.broker import UNACKED_KEY, _task_and_arg
+    from engram.tasks.broker import UNACKED_KEY, _task_and_arg
 
     parsed = _task_and_arg(client.hget(UNACKED_KEY, tag))
     assert parsed is not None
@@ -147,7 +147,7 @@ def delivered_arg(client: Any, tag: str) -> str:
 
 
 def test_expired_claims_are_sent_once_per_expiry(broker: tuple[Settings, Store, Any]) -> None:
-    from tasks.sweeper import sweep_once
+    from engram.tasks.sweeper import sweep_once
 
     settings, store, client = broker
     event_id = accept(settings, store, 0, session="x")
@@ -161,7 +161,7 @@ def test_expired_claims_are_sent_once_per_expiry(broker: tuple[Settings, Store, 
 
 def test_summaries_wait_for_their_events_and_are_sent_once(
         broker: tuple[Settings, Store, Any]) -> None:
-    from tasks.sweeper import GRACE_SECONDS, sweep_once
+    from engram.tasks.sweeper import GRACE_SECONDS, sweep_once
 
     settings, store, client = broker
     accept(settings, store, 0, session="sum")
@@ -185,16 +185,43 @@ def test_summaries_wait_for_their_events_and_are_sent_once(
 
 def test_drain_tasks_are_queued_once_however_often_asked(
         broker: tuple[Settings, Store, Any]) -> None:
-    from tasks import runtime
-    from tasks.embed import embed
-    from tasks.graph import graph_extract
+    from engram.tasks import runtime
+    from engram.tasks.app import EMBED_TASK, GRAPH_TASK, celery_app
+    from engram.tasks.dispatch import send_drain
 
     _, _, client = broker
     for _ in range(50):
-        runtime.send_drain(embed)
-        runtime.send_drain(graph_extract)
+        send_drain(EMBED_TASK)
+        send_drain(GRAPH_TASK)
     assert (client.llen("embed"), client.llen("graph")) == (1, 1)
-    runtime.flight().started(embed.name)  # a worker started the queued one
-    runtime.send_drain(embed)
-    runtime.send_drain(embed)
+    runtime.flight(celery_app).started(EMBED_TASK)  # a worker started the queued one
+    send_drain(EMBED_TASK)
+    send_drain(EMBED_TASK)
     assert client.llen("embed") == 2  # one running, one queued behind it
+
+
+def test_a_lost_drain_task_is_sent_again_at_the_next_sweep(
+        broker: tuple[Settings, Store, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queued drain task that the broker lost (a flushed queue, a worker killed holding it)
+    leaves its marker behind; the sweeper releases it, so the index does not wait for the
+    marker to expire, and never sends a second one while the first is held."""
+    from engram import derive
+    from engram.tasks import dispatch
+    from engram.tasks.app import GRAPH_TASK
+    from engram.tasks.sweeper import sweep_once
+
+    _, store, client = broker
+    with store.write() as conn:
+        derive.enqueue(conn, "obs_lost", "upsert", ("graph",))
+    dispatch.send_drain(GRAPH_TASK)
+    assert client.llen("graph") == 1
+    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    assert sweep_once()["lostDrains"] == 0  # queued: waiting, not lost
+    assert client.llen("graph") == 1
+    client.delete("graph")  # the broker lost it; its marker stays
+    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    assert sweep_once()["lostDrains"] == 1
+    assert client.llen("graph") == 1
+    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    assert sweep_once()["lostDrains"] == 0
+    assert client.llen("graph") == 1

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from engram.client import GatewayUnreachable
-from tests.support import ENGRAM, Api, Cluster, wait_for
-from watcher.delivery import Gateway
-from watcher.schema import (
+from engram.watcher.delivery import Gateway
+from engram.watcher.schema import (
     MISSING,
     ConfigError,
     compile_config,
@@ -24,7 +23,8 @@ from watcher.schema import (
     get,
     load_config,
 )
-from watcher.transcripts import TranscriptWatcher, subagent_marker
+from engram.watcher.transcripts import TranscriptWatcher, subagent_marker
+from tests.support import ENGRAM, Api, Cluster, wait_for
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 CONFIGS = sorted((SHARED / "transcript-schemas").glob("*.json"))
@@ -447,7 +447,7 @@ def test_codex_hooks_connected_leaves_only_subagent_rollouts(api: Api, tmp_path:
 
 
 def test_status_and_config_errors_from_the_cli(tmp_path: Path, capsys: Any) -> None:
-    from engram.cli import main
+    from engram.cli.main import main
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(_config([{"name": "oops", "match": {"path": "t", "same": 1},
@@ -510,7 +510,7 @@ def test_cli_once_against_a_real_server_stopped_and_restarted(tmp_path: Path) ->
 def test_dead_letters_are_scrubbed_and_private(tmp_path: Path) -> None:
     import stat
 
-    from watcher.delivery import append_dead_letter
+    from engram.watcher.delivery import append_dead_letter
 
     secret = "sk-ant-api03-" + "Zq9Xw8Vu7Ts6Rp5O" * 4
     path = tmp_path / "letters" / "dead.jsonl"

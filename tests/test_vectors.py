@@ -276,7 +276,7 @@ def test_a_real_chroma_server(tmp_path: Path, store: Store) -> None:
 def vector_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not LOCAL_OK:
         pytest.skip("the local embedder is not installed")
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
 
     built = build_gateway(make_settings(tmp_path_factory.mktemp("vgw"), ENGRAM_EMBEDDER="local"))
     yield built
@@ -446,7 +446,7 @@ def test_a_broken_embedder_is_reported_and_retried_at_most_every_30s(
 
 def test_document_writes_kick_the_derived_indexes_and_reads_do_not(tmp_path: Path,
                                                                    store: Store) -> None:
-    from api import create_app
+    from engram.api import create_app
 
     kicks: list[str] = []
     app = create_app(make_settings(tmp_path), store, secret="s3cret",

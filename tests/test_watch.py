@@ -19,9 +19,9 @@ import pytest
 from watchdog.observers.inotify_c import InotifyFD
 
 from engram.client import Client
+from engram.watcher.memfiles import root_fingerprint
+from engram.watcher.memsync_cli import Daemon, Syncer, WatchState, checked_observer_class, run_once
 from tests.support import ENGRAM, REPO, Cluster, free_port, wait_for
-from watcher.memfiles import root_fingerprint
-from watcher.memsync_cli import Daemon, Syncer, WatchState, checked_observer_class, run_once
 
 
 class RecordingGateway:
@@ -33,7 +33,7 @@ class RecordingGateway:
         from flask import request
         from waitress.server import create_server
 
-        from engram.server import build_gateway
+        from engram.cli.server import build_gateway
         from tests.conftest import make_settings
 
         self.bodies: list[dict[str, Any]] = []
@@ -278,7 +278,7 @@ def test_an_unusable_at_token_or_a_failing_file_is_one_error_and_the_run_goes_on
     with running(gateway, tmp_path) as run:  # the daemon's first pass survives it too
         assert run.code is None
     # Whatever else a parser raises costs that file, one line, and never the run.
-    from watcher import memfiles
+    from engram.watcher import memfiles
 
     def broken(text: str, source: Any) -> Any:
         raise PermissionError(13, "Permission denied", "/x/secret/\nnotes.md")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.contract import BadPayload, HookEvent, project_for, valid_id, valid_path
+from engram.agents.contract import BadPayload, HookEvent, project_for, valid_id, valid_path
 from engram.events import parse_timestamp
 
 HOST = "claude-code"

@@ -62,7 +62,8 @@ def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
 
 
 def _settings_and_client(args: argparse.Namespace) -> tuple[Any, Any]:
-    from engram.cli import client_for, settings_for
+    from engram.client import client_for
+    from engram.settings import settings_for
 
     settings = settings_for(args)
     return settings, client_for(args, settings)
@@ -71,9 +72,9 @@ def _settings_and_client(args: argparse.Namespace) -> tuple[Any, Any]:
 # --- import-jsonl ------------------------------------------------------------------------------
 
 def cmd_import_jsonl(args: argparse.Namespace) -> int:
-    from watcher.claude_import import transcript_files
-    from watcher.delivery import Gateway
-    from watcher.importer import Importer, ImportStopped, default_root
+    from engram.watcher.claude_import import transcript_files
+    from engram.watcher.delivery import Gateway
+    from engram.watcher.importer import Importer, ImportStopped, default_root
 
     roots = [Path(p).expanduser() for p in args.paths] or [default_root()]
     missing = [str(p) for p in roots if not p.exists()]
@@ -110,7 +111,7 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
 def connected_hosts(settings: Any) -> frozenset[str]:
     """Hosts whose native hooks are connected: they capture their main sessions themselves."""
     # agents.connect grows hooks_connected(settings); until then read its file here.
-    hooks_connected = getattr(importlib.import_module("agents.connect"), "hooks_connected", None)
+    hooks_connected = getattr(importlib.import_module("engram.agents.connect"), "hooks_connected", None)
     if callable(hooks_connected):
         return frozenset(hooks_connected(settings))
     path = Path(settings.config_dir) / CONNECTED_FILE
@@ -138,9 +139,9 @@ def _state_path(args: argparse.Namespace, settings: Any, config: Any) -> Path:
 
 
 def cmd_watch_transcripts(args: argparse.Namespace) -> int:
-    from engram.cli import settings_for
-    from watcher.delivery import DEAD_LETTER_FILE
-    from watcher.schema import ConfigError, load_config
+    from engram.settings import settings_for
+    from engram.watcher.delivery import DEAD_LETTER_FILE
+    from engram.watcher.schema import ConfigError, load_config
 
     settings = settings_for(args)
     try:
@@ -153,9 +154,9 @@ def cmd_watch_transcripts(args: argparse.Namespace) -> int:
     if args.status:
         print(render_status(state_path, dead_letters))
         return EXIT_OK
-    from engram.cli import client_for
-    from watcher.delivery import Gateway
-    from watcher.transcripts import TranscriptWatcher, run_forever
+    from engram.client import client_for
+    from engram.watcher.delivery import Gateway
+    from engram.watcher.transcripts import TranscriptWatcher, run_forever
 
     watcher = TranscriptWatcher(config, Gateway(client_for(args, settings)),
                                 state_path=state_path, dead_letter_path=dead_letters,
@@ -179,7 +180,7 @@ def cmd_watch_transcripts(args: argparse.Namespace) -> int:
 
 
 def render_status(state_path: Path, dead_letters: Path) -> str:
-    from watcher.transcripts import read_state
+    from engram.watcher.transcripts import read_state
 
     state = read_state(state_path)
     lines = [f"state: {state_path}"]

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agents.contract import event_id, observe_body
-from watcher import claude_import
-from watcher.delivery import (
+from engram.agents.contract import event_id, observe_body
+from engram.watcher import claude_import
+from engram.watcher.delivery import (
     ACCEPTED,
     DUPLICATE,
     FOUND,

@@ -94,8 +94,9 @@ def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from agents.contract import project_for
-    from engram.cli import client_for, settings_for
+    from engram.agents.contract import project_for
+    from engram.client import client_for
+    from engram.settings import settings_for
 
     roots = [Path(p).expanduser() for p in args.paths]
     bad = [str(p) for p in roots if not p.is_dir()]
@@ -149,14 +150,14 @@ class WatchState:
 
     def recorded(self, root: Path) -> list[Any]:
         """The sources last synced under ``root`` (resolved)."""
-        from watcher.memfiles import Source, root_fingerprint
+        from engram.watcher.memfiles import Source, root_fingerprint
 
         files = self._roots.get(root_fingerprint(root), {}).get("files", {})
         return [Source(str(v[0]), str(v[1]), root, str(k)) for k, v in sorted(files.items())
                 if isinstance(v, list) and len(v) == 2]
 
     def update(self, source: Any, synced: bool) -> None:
-        from watcher.memfiles import root_fingerprint
+        from engram.watcher.memfiles import root_fingerprint
 
         fp = root_fingerprint(source.root)
         entry = self._roots.setdefault(fp, {"root": str(source.root), "files": {}})
@@ -193,7 +194,7 @@ def survey(roots: list[Path], state: WatchState | None) -> tuple[list[Any], dict
     """(the sources to sync, each file once under its innermost root; aliases: a source that is
     the same file as another, mapped to the one synced in its place; stale: sources recorded as
     synced that are gone or no longer synced, whose memories the pass retires)."""
-    from watcher.memfiles import discover_all, resolve_aliases
+    from engram.watcher.memfiles import discover_all, resolve_aliases
 
     found = list(discover_all(roots))
     aliases = resolve_aliases(found)
@@ -240,7 +241,7 @@ class Syncer:
         """Post ``source``; its outcome, ``"error"``, ``"skipped"`` (not a regular file) or
         ``"absent"`` (missing and not ``gone_ok``: nothing to retire). ``retire``: post it with
         no facts whatever is on disk (it is no longer synced as its own file)."""
-        from watcher.memfiles import FileTooLarge, NotRegularFile, read_source, sync_body
+        from engram.watcher.memfiles import FileTooLarge, NotRegularFile, read_source, sync_body
 
         data: bytes | None = None
         try:
@@ -452,7 +453,7 @@ class Daemon:
         self._wake.set()
 
     def touch(self, path: Path) -> None:
-        from watcher.memfiles import source_for
+        from engram.watcher.memfiles import source_for
 
         source = source_for(self.roots, path)
         with self._lock:
@@ -464,7 +465,7 @@ class Daemon:
             self._wake.set()
 
     def folder_appeared(self, folder: Path) -> None:
-        from watcher.memfiles import skipped_dir
+        from engram.watcher.memfiles import skipped_dir
 
         for dirpath, dirnames, filenames in os.walk(folder):
             here = Path(dirpath)
@@ -609,7 +610,7 @@ class Daemon:
     def _primary(self, source: Any) -> Any:
         """The source imported in place of ``source`` when both are the same file (a link),
         else None. Remembers a link to a file that is no source, so its edits reach the link."""
-        from watcher.memfiles import resolve_aliases, source_for
+        from engram.watcher.memfiles import resolve_aliases, source_for
 
         real = Path(os.path.realpath(source.path))
         if real == source.path or not real.exists():

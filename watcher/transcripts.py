@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from agents.contract import (
+from engram.agents.contract import (
     BadPayload,
     HookEvent,
     event_id,
@@ -43,7 +43,7 @@ from agents.contract import (
 )
 from engram.events import parse_timestamp
 from engram.privacy import scrub
-from watcher.delivery import (
+from engram.watcher.delivery import (
     REJECTED,
     TRANSIENT,
     Gateway,
@@ -52,7 +52,7 @@ from watcher.delivery import (
     read_json,
     write_json_atomic,
 )
-from watcher.schema import Config, EventRule, Watch
+from engram.watcher.schema import Config, EventRule, Watch
 
 STATE_VERSION = 1
 MAX_PENDING = 500

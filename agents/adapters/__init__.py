@@ -1,1 +1,1 @@
-"""Host adapters: one module per host, each following ``agents.contract``."""
+"""Host adapters: one module per host, each following ``engram.agents.contract``."""

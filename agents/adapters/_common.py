@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from agents.contract import BadPayload, valid_path
+from engram.agents.contract import BadPayload, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from agents.adapters._common import epoch_seconds, obj, opt_str
-from agents.contract import HookEvent, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str
+from engram.agents.contract import HookEvent, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ Codex reads as "carry on".
 
 from __future__ import annotations
 
-from agents.adapters import claude_code
-from agents.contract import HookEvent, text
+from engram.agents.adapters import claude_code
+from engram.agents.contract import HookEvent, text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-from agents.adapters._common import epoch_seconds, obj, opt_str, section
-from agents.contract import HookEvent, maybe_json, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str, section
+from engram.agents.contract import HookEvent, maybe_json, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
-from agents.adapters._common import ALLOW_CONTINUE, epoch_seconds, first_root, obj, opt_str
-from agents.contract import HookEvent, maybe_json, mcp_tool_name, text, valid_id, valid_path
+from engram.agents.adapters._common import ALLOW_CONTINUE, epoch_seconds, first_root, obj, opt_str
+from engram.agents.contract import HookEvent, maybe_json, mcp_tool_name, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

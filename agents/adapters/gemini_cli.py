@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from agents.adapters._common import epoch_seconds, obj, opt_str, section
-from agents.contract import HookEvent, mcp_tool_name, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str, section
+from engram.agents.contract import HookEvent, mcp_tool_name, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

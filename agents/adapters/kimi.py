@@ -9,9 +9,9 @@ context block as it is; every other event prints nothing.
 
 from __future__ import annotations
 
-from agents.adapters._common import epoch_seconds, obj, opt_str
-from agents.adapters.claude_code import EVENTS as CLAUDE_EVENTS
-from agents.contract import HookEvent, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str
+from engram.agents.adapters.claude_code import EVENTS as CLAUDE_EVENTS
+from engram.agents.contract import HookEvent, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

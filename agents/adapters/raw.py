@@ -16,8 +16,8 @@ Session start prints the context block as plain text; every other event prints n
 
 from __future__ import annotations
 
-from agents.adapters._common import epoch_seconds, obj, opt_str
-from agents.contract import KINDS, BadPayload, HookEvent, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str
+from engram.agents.contract import KINDS, BadPayload, HookEvent, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

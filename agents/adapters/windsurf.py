@@ -10,8 +10,8 @@ block reaches Cascade through the MCP server.
 
 from __future__ import annotations
 
-from agents.adapters._common import epoch_seconds, obj, opt_str, section
-from agents.contract import HookEvent, maybe_json, mcp_tool_name, text, valid_id, valid_path
+from engram.agents.adapters._common import epoch_seconds, obj, opt_str, section
+from engram.agents.contract import HookEvent, maybe_json, mcp_tool_name, text, valid_id, valid_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,2 +1,2 @@
 """Host config files: their formats (``formats``) and what Engram writes into each (``hosts``).
-Used by ``agents.connect``; imports nothing heavy at package import."""
+Used by ``engram.agents.connect``; imports nothing heavy at package import."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.hostconfig.formats import ConfigSyntaxError
+from engram.agents.hostconfig.formats import ConfigSyntaxError
 
 SERVER_NAME = "engram"
 """Name of Engram's MCP server entry in every host config."""
@@ -517,7 +517,7 @@ def events_for(host: str) -> dict[str, str]:
     """Host event name -> kind, for the events connect registers hooks for."""
     wanted = REGISTER.get(host, {})
     try:
-        from agents import registry
+        from engram.agents import registry
 
         known = dict(registry.load(host).EVENTS)
     except (ImportError, LookupError, AttributeError, TypeError):

@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from api.util import json_body, limit_arg, page, settings, store
 from engram import audit, transfer
+from engram.api.util import json_body, limit_arg, page, settings, store
 
 bp = Blueprint("admin", __name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from api.errors import ApiError, error_response
-from api.util import json_body, limit_arg, page, settings, store
 from engram import audit, inbox
+from engram.api.errors import ApiError, error_response
+from engram.api.util import json_body, limit_arg, page, settings, store
 from engram.events import InvalidEvent, validate_event
 
 bp = Blueprint("capture", __name__)

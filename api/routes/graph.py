@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
-from api.errors import ApiError
-from api.util import json_body, scope_from, store
 from engram import graph, search
+from engram.api.errors import ApiError
+from engram.api.util import json_body, scope_from, store
 
 bp = Blueprint("graph", __name__)
 MAX_NAME_CHARS = 300

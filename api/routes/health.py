@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 
-from api.util import settings, store
 from engram import status
+from engram.api.util import settings, store
 
 bp = Blueprint("health", __name__)
 
@@ -22,10 +20,7 @@ def livez() -> Any:
 @bp.get("/v1/health")
 def health() -> Any:
     """Public and cheap (no broker or worker round trip): is the store answering?"""
-    try:
-        with store().read() as conn:
-            conn.execute(text("SELECT 1"))
-    except SQLAlchemyError:
+    if not store().answers():
         return jsonify({"status": "unavailable", "version": current_app.config["ENGRAM_VERSION"]}), 503
     return jsonify({"status": "ok", "version": current_app.config["ENGRAM_VERSION"]})
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from api.errors import ApiError
-from api.util import found_in_scope, json_body, limit_arg, page, scope_from, store
 from engram import memories, search
+from engram.api.errors import ApiError
+from engram.api.util import found_in_scope, json_body, limit_arg, page, scope_from, store
 
 bp = Blueprint("memories", __name__)
 

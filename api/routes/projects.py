@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from api.errors import ApiError
-from api.util import limit_arg, page, scope_from, store
 from engram import context, observations
+from engram.api.errors import ApiError
+from engram.api.util import limit_arg, page, scope_from, store
 
 bp = Blueprint("projects", __name__)
 MAX_PATH_CHARS = 4096

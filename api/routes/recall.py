@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
-from api.errors import ApiError
-from api.util import json_body, scope_from, settings, store, vectors
 from engram import context, search
+from engram.api.errors import ApiError
+from engram.api.util import json_body, scope_from, settings, store, vectors
 
 bp = Blueprint("recall", __name__)
 MAX_QUERY_CHARS = 4000

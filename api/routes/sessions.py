@@ -6,8 +6,9 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from api.errors import ApiError
-from api.util import (
+from engram import context, observations, sessions
+from engram.api.errors import ApiError
+from engram.api.util import (
     found_in_scope,
     json_body,
     limit_arg,
@@ -17,7 +18,6 @@ from api.util import (
     store,
     vectors,
 )
-from engram import context, observations, sessions
 from engram.events import MAX_ID_LENGTH, parse_timestamp
 
 bp = Blueprint("sessions", __name__)

@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
-from api.util import json_body, store
 from engram import memsync
+from engram.api.util import json_body, store
 
 bp = Blueprint("sync", __name__)
 

@@ -13,7 +13,8 @@ from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
-from engram.embedders.base import EmbedderError, local_embedder
+from engram.embedders.base import EmbedderError
+from engram.embedders.factory import local_embedder
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 REPO_ROOT = Path(__file__).resolve().parents[2]

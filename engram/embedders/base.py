@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from engram.settings import Settings
+    pass
 
 T = TypeVar("T")
 
@@ -52,24 +51,6 @@ def is_asymmetric(embedder: object) -> bool:
     return callable(getattr(embedder, "embed_query", None))
 
 
-def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 512,
-                   threads: int = 1, cache_dir: Path | None = None) -> Embedder:
-    """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
-    if model == "minilm":
-        from engram.embedders.local import LocalMiniLMEmbedder
-
-        return LocalMiniLMEmbedder(batch_size=batch_size, batch_tokens=batch_tokens,
-                                   threads=threads, cache_dir=cache_dir)
-    if model == "e5-small":
-        from engram.embedders.e5 import LocalE5Embedder
-
-        return LocalE5Embedder(batch_size=batch_size)
-    from engram.settings import LOCAL_MODELS
-
-    raise EmbedderError(f"unknown local model {model!r} (ENGRAM_LOCAL_MODEL: "
-                        f"{', '.join(LOCAL_MODELS)})")
-
-
 def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     """Consecutive slices of ``items`` of at most ``size`` elements."""
     if size <= 0:
@@ -84,26 +65,3 @@ def l2_normalise(vector: Sequence[float]) -> list[float]:
     if norm == 0.0 or not math.isfinite(norm):
         return [0.0 for _ in vector]
     return [x / norm for x in vector]
-
-
-def embedder_from_settings(settings: Settings) -> Embedder | None:
-    """The embedder ENGRAM_EMBEDDER names, or None for ``none``. Nothing heavy loads here."""
-    kind = settings.embedder
-    if kind == "none":
-        return None
-    if kind == "local":
-        return local_embedder(settings.local_model, settings.embedding_batch,
-                              batch_tokens=settings.embedding_batch_tokens,
-                              threads=settings.embedding_threads,
-                              cache_dir=settings.data_dir / "models")
-    if kind == "openai":
-        from engram.embedders.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(
-            base_url=settings.embedding_url,
-            model=settings.embedding_model,
-            api_key=settings.embedding_api_key,
-            batch_size=settings.embedding_batch,
-            timeout=settings.embedding_timeout_seconds,
-        )
-    raise EmbedderError(f"unknown embedder {kind!r} (ENGRAM_EMBEDDER: none, local or openai)")

@@ -51,9 +51,10 @@ dropped, also on Ctrl-C and on error. Progress goes to stderr, the Markdown repo
   .venv/bin/python tests/benchmarks/bench_load.py --mode both --duration 300 --pg
   .venv/bin/python tests/benchmarks/bench_load.py --mode embedded --phases sustained \\
       --rate 20 --duration 180
-  # the code of another checkout, with this venv's interpreter:
+  # the code of another checkout, with this venv's interpreter (its entry module is
+  # engram.entry before the composition root moved to cli/, engram.cli.entry since):
   .venv/bin/python tests/benchmarks/bench_load.py --cwd /tmp/engram-before \\
-      --engram "/work/main/.venv/bin/python -m engram.entry"
+      --engram "$PWD/.venv/bin/python -m engram.entry"
 """
 from __future__ import annotations
 
@@ -1860,7 +1861,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=11, help="corpus seed (default 11)")
     p.add_argument("--engram", default=DEFAULT_ENGRAM,
                    help="the engram command, split with shlex: an executable or e.g. "
-                        "\"/work/main/.venv/bin/python -m engram.entry\" "
+                        "\"$PWD/.venv/bin/python -m engram.entry\" for a checkout before "
+                        "cli/ (engram.cli.entry since) "
                         f"(default {DEFAULT_ENGRAM})")
     p.add_argument("--cwd", type=Path, default=REPO,
                    help="working directory of every process (default the repository)")

@@ -58,8 +58,8 @@ class Gateway:
     def start_worker(self) -> None:
         """Start the in-process worker, the derived lane and the scheduler (embedded mode)."""
         from engram.lane import GRAPH, VECTOR, DerivedLane, DerivedLanes
-        from tasks import runtime
-        from tasks.embedded import EmbeddedWorker
+        from engram.tasks import runtime
+        from engram.tasks.embedded import EmbeddedWorker
 
         if not self.settings.embedded or self.embedded is not None:
             return
@@ -91,9 +91,10 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     """Open the store, configure the queue, build the Flask app and (embedded mode, unless
     ``start_worker`` is False) start the in-process worker. The same wiring serves
     `engram serve`, the demo and the tests."""
-    from api import create_app
-    from tasks import client
-    from tasks.app import configure
+    from engram.agents.mcp_server import for_gateway
+    from engram.api import create_app, mcp_http
+    from engram.tasks import client
+    from engram.tasks.app import configure
 
     prepare_dirs(settings)
     bound_heap()
@@ -109,6 +110,7 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
                                          gateway.worker_alive if settings.embedded else None),
         vectors=gateway.vectors, derived_changed=client.derived_changed,
     )
+    mcp_http.install(gateway.app, for_gateway(gateway.app, gateway.secret))  # /mcp, same auth
     if start_worker:
         gateway.start_worker()
     if gateway.vectors.enabled:
@@ -117,6 +119,19 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
         threading.Thread(target=_open_vectors, args=(gateway,), name="engram-vectors-open",
                          daemon=True).start()
     return gateway
+
+
+def local_gateway(settings: Settings) -> Gateway:
+    """The gateway `engram mcp` falls back on when none answers: the same store and secret, no
+    embedder and no worker (Chroma's files belong to the gateway, and captures wait in the
+    inbox for it)."""
+    from engram.settings import load_settings
+
+    local = load_settings(overrides={"data_dir": settings.data_dir,
+                                     "config_dir": settings.config_dir, "embedder": "none"})
+    for name, level in QUIET_LOGGERS.items():  # kombu's memory:// chatter
+        logging.getLogger(name).setLevel(level)
+    return build_gateway(local, start_worker=False)
 
 
 def _open_vectors(gateway: Gateway) -> None:
@@ -217,7 +232,7 @@ def drain_spool(settings: Settings, port: int) -> bool:
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     env = {**os.environ, "ENGRAM_DATA_DIR": str(settings.data_dir),
            "ENGRAM_CONFIG_DIR": str(settings.config_dir), "ENGRAM_URL": url}
-    subprocess.Popen([sys.executable, "-m", "agents.capture", "--drain-quietly"],  # noqa: S603
+    subprocess.Popen([sys.executable, "-m", "engram.agents.capture", "--drain-quietly"],  # noqa: S603
                      env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True)
     return True

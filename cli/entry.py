@@ -9,10 +9,10 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["hook"]:
-        from agents.hook import main as hook_main
+        from engram.agents.hook import main as hook_main
 
         return hook_main(args[1:])
-    from engram.cli import main as cli_main
+    from engram.cli.main import main as cli_main
 
     return cli_main(args)
 

@@ -90,7 +90,7 @@ def _start_local(settings: Settings) -> tuple[str, Any]:
 
     from waitress.server import create_server
 
-    from engram.server import build_gateway
+    from engram.cli.server import build_gateway
 
     gateway = build_gateway(settings)
     server = create_server(gateway.app, host="127.0.0.1", port=0, threads=4)

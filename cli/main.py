@@ -13,12 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from engram import __version__
-from engram.settings import Settings, SettingsError, load_settings
+from engram.client import client_for
+from engram.settings import Settings, SettingsError, settings_for
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 IMPORT_CHUNK_ITEMS = 200
 """Items `engram import` sends per request: the gateway parses and validates a request's JSON in
 one go, holding the interpreter meanwhile (2,000 realistic observations are ~3 MB)."""
+
+MCP_HELP = """\
+Run Engram's MCP server over stdio, for an MCP client (Claude Code, Claude Desktop, Cursor, Codex,
+Gemini CLI, Cline, Zed, Goose, ...) that starts it as a subprocess; `engram connect HOST` writes
+the client's config. Tools call the gateway at ENGRAM_URL (default the local server) with the
+secret from the config dir (sent only to loopback) or ENGRAM_SECRET; when no gateway answers, the
+server opens the store itself so save and recall still work, and every result says which mode
+answered ("gateway" or "local"). ENGRAM_MCP_TOOLS=core|all picks how many tools are listed.
+docs/mcp.md has each client's config block and the tool reference."""
 
 DESCRIPTION = """\
 Engram: persistent, searchable memory for coding agents.
@@ -112,16 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client_args(p)
 
+    p = sub.add_parser("mcp", help="run the MCP server over stdio (started by MCP clients)",
+                       description=MCP_HELP)
+    _common(p)
+    _client_args(p)
+    p.add_argument("--tools", choices=("core", "all"),
+                   help="tools to list (default ENGRAM_MCP_TOOLS, core)")
+
     _add_bench_parser(sub)
     for module in COMMAND_MODULES:
         COMMANDS.update(importlib.import_module(module).add_commands(sub, _common, _client_args))
     return parser
-
-
-def settings_for(args: argparse.Namespace, **extra: Any) -> Settings:
-    overrides = {"data_dir": getattr(args, "data_dir", None),
-                 "config_dir": getattr(args, "config_dir", None), **extra}
-    return load_settings(overrides=overrides)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from engram.server import serve, setup_logging
+    from engram.cli.server import serve, setup_logging
 
     settings = settings_for(args, host=args.host, port=args.port)
     setup_logging(settings.log_level)
@@ -175,11 +186,11 @@ def _distributed_only(settings: Settings, what: str) -> int | None:
 
 def _celery_for(settings: Settings) -> Any:
     """Logging, dirs, migrations and the configured Celery app, for worker and beat."""
+    from engram.cli.server import prepare_dirs, setup_logging
     from engram.memory import bound_heap
-    from engram.server import prepare_dirs, setup_logging
     from engram.store import Store
-    from tasks import runtime
-    from tasks.app import configure
+    from engram.tasks import runtime
+    from engram.tasks.app import configure
 
     setup_logging(settings.log_level)
     prepare_dirs(settings)
@@ -194,7 +205,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     refused = _distributed_only(settings, "worker")
     if refused is not None:
         return refused
-    from tasks.app import ALL_QUEUES, EMBED_QUEUE, LEGACY_QUEUES
+    from engram.tasks.app import ALL_QUEUES, EMBED_QUEUE, LEGACY_QUEUES
 
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     unknown = sorted(set(queues) - set(ALL_QUEUES))
@@ -204,7 +215,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if "capture" in queues:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
-    from tasks import runtime
+    from engram.tasks import runtime
 
     runtime.serving_queues(queues)
     pool = args.pool
@@ -228,15 +239,6 @@ def cmd_beat(args: argparse.Namespace) -> int:
     _celery_for(settings).start(["beat", "--loglevel", settings.log_level,
                "--schedule", str(settings.data_dir / "beat-schedule")])
     return EXIT_OK
-
-
-def client_for(args: argparse.Namespace, settings: Settings) -> Any:
-    from engram.client import Client
-    from engram.secret import client_secret
-
-    url = args.url or settings.gateway_url
-    return Client(url, client_secret(settings), explicit_secret=bool(settings.secret),
-                  timeout=60.0)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -273,7 +275,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def local_spool(settings: Settings) -> tuple[str, int]:
     """What this machine's hook spool holds, when it holds or lost anything: the spool is on the
     agent's machine, not the gateway's, so the CLI reports it, not /v1/status."""
-    from agents.hook import spool_for
+    from engram.agents.hook import spool_for
 
     spool = spool_for(settings)
     waiting, counters = len(spool.pending()), spool.counters()
@@ -414,8 +416,26 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.url:
+        overrides["url"] = args.url
+    if args.tools:
+        overrides["mcp_tools"] = args.tools
+    settings = settings_for(args, **overrides)
+    try:
+        from engram.agents.mcp_server import serve_stdio
+    except ImportError as exc:  # the `mcp` SDK is a dependency; a broken install says so
+        print(f"engram mcp: the MCP SDK cannot be imported ({exc}); reinstall Engram "
+              "(`make serve` or pip install -e .)", file=sys.stderr)
+        return EXIT_FAILURE
+    from engram.cli.server import local_gateway
+
+    return serve_stdio(settings, local_gateway)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    from engram.demo import run_demo
+    from engram.cli.demo import run_demo
 
     return run_demo(settings_for(args), args.url)
 
@@ -435,15 +455,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-COMMAND_MODULES = ("agents.capture", "agents.connect", "agents.mcp_cli", "watcher.commands",
-                   "watcher.memsync_cli")
+COMMAND_MODULES = ("engram.agents.capture", "engram.agents.connect", "engram.watcher.commands", "engram.watcher.memsync_cli")
 """Modules adding commands of their own: each has ``add_commands(sub, common, client_args)``
 (``common`` and ``client_args`` add the shared --data-dir/--config-dir and --url options) returning
 {command name: handler(args) -> exit code}. Heavy imports stay inside the handlers."""
 
 COMMANDS: dict[str, Any] = {
     "serve": cmd_serve, "worker": cmd_worker, "beat": cmd_beat, "status": cmd_status,
-    "export": cmd_export, "import": cmd_import, "demo": cmd_demo, "bench": cmd_bench,
+    "export": cmd_export, "import": cmd_import, "mcp": cmd_mcp, "demo": cmd_demo,
+    "bench": cmd_bench,
 }
 
 

@@ -1,0 +1,60 @@
+"""Sending the derived indexes' drain tasks: at most one queued per index (a Redis marker), and
+at most one send per burst of writes (a debounce). In the embedded server the derived lanes take
+the kick instead of a task."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+
+from kombu.exceptions import OperationalError
+
+from engram.tasks import runtime
+from engram.tasks.app import EMBED_TASK, GRAPH_TASK, celery_app
+
+log = logging.getLogger("engram.tasks")
+
+KICK_INTERVAL = 0.5
+"""A burst of writes sends the derived tasks at most once per this many seconds per process;
+they run that much later, so one run drains everything the burst committed."""
+_last_kick = 0.0
+_kick_lock = threading.Lock()
+
+
+def send_drain(name: str, countdown: float = 0.0) -> None:
+    """Send the drain task ``name`` unless one is queued already."""
+    from redis.exceptions import RedisError
+
+    gate = runtime.flight(celery_app)
+    try:
+        if not gate.claim(name):
+            return
+    except (RedisError, OSError) as exc:
+        log.warning("could not dispatch %s (%s); the sweeper will", name, exc)
+        return
+    try:
+        celery_app.send_task(name, countdown=countdown)
+    except (OperationalError, OSError) as exc:
+        log.warning("could not dispatch %s (%s); the sweeper will", name, exc)
+        with contextlib.suppress(RedisError, OSError):
+            gate.started(name)  # nothing is queued: let the next request send one
+
+
+def kick_derived() -> None:
+    """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
+    broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
+    global _last_kick
+    lane = runtime.lane()
+    if lane is not None:
+        lane.kick()
+        return
+    with _kick_lock:
+        at = time.monotonic()
+        if at - _last_kick < KICK_INTERVAL:
+            return
+        _last_kick = at
+    if runtime.settings().embedder != "none":
+        send_drain(EMBED_TASK, KICK_INTERVAL)
+    send_drain(GRAPH_TASK, KICK_INTERVAL)
