@@ -59,9 +59,34 @@ def collection_name(embedder: Embedder) -> str:
     return f"engram-{slug}-{embedder.dim}"[:200]
 
 
+OTLP_GRPC_EXPORTER = "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"
+
+
+class _NoOtlpExport:
+    """Stands in for OpenTelemetry's gRPC span exporter, which chromadb imports for its own
+    tracing (used only with Chroma's ``chroma_otel_collection_endpoint``, which Engram never
+    sets): importing it loads grpc, 18 MB of every process that opens Chroma (measured)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise VectorsUnavailable("Chroma's OpenTelemetry export is not available inside Engram")
+
+
+def _skip_otlp_grpc() -> None:
+    """Keep chromadb from loading grpc: install the stand-in exporter module, unless the real
+    one is loaded already (then there is nothing to save)."""
+    import sys
+    import types
+
+    if OTLP_GRPC_EXPORTER not in sys.modules:
+        stub = types.ModuleType(OTLP_GRPC_EXPORTER, _NoOtlpExport.__doc__)
+        stub.OTLPSpanExporter = _NoOtlpExport  # type: ignore[attr-defined]
+        sys.modules[OTLP_GRPC_EXPORTER] = stub
+
+
 def chroma_client(settings: Settings) -> Any:
     """A Chroma client for the settings: HTTP when ENGRAM_CHROMA_URL is set, else persistent
     in the data dir. Telemetry off."""
+    _skip_otlp_grpc()
     try:
         import chromadb
         from chromadb.config import Settings as ChromaSettings

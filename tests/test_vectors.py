@@ -205,6 +205,25 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
         == "a"
 
 
+def test_opening_chroma_does_not_load_grpc(tmp_path: Path) -> None:
+    """chromadb's tracing imports OpenTelemetry's gRPC exporter (18 MB of grpc) for a feature
+    Engram never turns on; the client still stores and finds vectors without it."""
+    probe = (
+        "import sys\n"
+        "from engram.vectors import chroma_client\n"
+        "from tests.conftest import make_settings\n"
+        f"client = chroma_client(make_settings(__import__('pathlib').Path({str(tmp_path)!r})))\n"
+        "col = client.get_or_create_collection('probe-grpc')\n"
+        "col.add(ids=['a', 'b'], embeddings=[[1.0, 0.0], [0.0, 1.0]])\n"
+        "hit = col.query(query_embeddings=[[0.9, 0.1]], n_results=1)['ids'][0]\n"
+        "print(hit, 'grpc' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['a']", "False"]
+
+
 def test_distributed_without_a_chroma_server_says_what_to_do(tmp_path: Path,
                                                               store: Store) -> None:
     settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local",
