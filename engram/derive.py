@@ -24,24 +24,17 @@ from sqlalchemy import Connection, delete, func, literal, or_, select, true, tup
 from engram.keyword import KeywordDoc, KeywordHit, KeywordIndex
 from engram.schema import derive_queue, kw_docs
 from engram.scope import Scope
+from engram.sql import dialect_insert
 
 TARGETS = ("vector", "graph")
 UPSERT = "upsert"
 DELETE = "delete"
 
 
-def _dialect_insert(conn: Connection):  # type: ignore[no-untyped-def]
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
-    return dialect_insert
-
-
 def enqueue(conn: Connection, doc_id: str, op: str, targets: Sequence[str] = TARGETS) -> None:
     """Record that ``doc_id`` changed (``op``) for each target; the latest change wins."""
     at = time.time()
-    stmt = _dialect_insert(conn)(derive_queue).values([
+    stmt = dialect_insert(conn.dialect.name)(derive_queue).values([
         {"target": t, "doc_id": doc_id, "op": op, "enqueued_at": at, "attempts": 0}
         for t in targets])
     conn.execute(stmt.on_conflict_do_update(
@@ -60,7 +53,7 @@ def enqueue_all(conn: Connection, target: str) -> int:
                          literal(at, derive_queue.c.enqueued_at.type),
                          literal(0, derive_queue.c.attempts.type)).where(true())
     # (the WHERE lets SQLite parse ON CONFLICT after INSERT ... SELECT)
-    stmt = _dialect_insert(conn)(derive_queue).from_select(
+    stmt = dialect_insert(conn.dialect.name)(derive_queue).from_select(
         ["target", "doc_id", "op", "enqueued_at", "attempts"], select_docs)
     conn.execute(stmt.on_conflict_do_nothing())
     return pending(conn, target) - before

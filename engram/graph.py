@@ -54,6 +54,7 @@ from engram.schema import (
     observations,
 )
 from engram.scope import Scope
+from engram.sql import dialect_insert
 from engram.store import loads
 
 TYPES = ("file", "symbol", "package", "command", "error", "concept")
@@ -503,12 +504,9 @@ def _statements(dialect: str) -> dict[str, Any]:
     """The maintenance statements of one dialect, built once: building an upsert (its
     ``excluded`` columns, its ``case``) cost more than running it, ~40 % of a document's graph
     time (measured with cProfile on the spine benchmark's realistic corpus)."""
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
+    insert = dialect_insert(dialect)
     t = graph_entities
-    ins = dialect_insert(t)
+    ins = insert(t)
     entities = ins.on_conflict_do_update(
         index_elements=[t.c.project, t.c.type, t.c.key],
         set_={"doc_count": t.c.doc_count + 1,
@@ -518,7 +516,7 @@ def _statements(dialect: str) -> dict[str, Any]:
                                  ins.excluded.last_seen), else_=t.c.last_seen)},
     ).returning(t.c.id, t.c.type, t.c.key)
     e = graph_edges
-    ins_edges = dialect_insert(e)
+    ins_edges = insert(e)
     edges_up = ins_edges.on_conflict_do_update(
         index_elements=[e.c.src, e.c.dst, e.c.relation, e.c.agent],
         set_={"weight": e.c.weight + ins_edges.excluded.weight})
@@ -526,7 +524,7 @@ def _statements(dialect: str) -> dict[str, Any]:
         e.c.src == bindparam("s"), e.c.dst == bindparam("d"), e.c.relation == bindparam("r"),
         e.c.agent == bindparam("a")).values(weight=e.c.weight - bindparam("n"))
     m = graph_session_members
-    join = dialect_insert(m).values(
+    join = insert(m).values(
         session_id=bindparam("sid"), agent=bindparam("agent"), entity_id=bindparam("eid"),
         refs=1, paired=0).on_conflict_do_update(
         index_elements=[m.c.session_id, m.c.agent, m.c.entity_id],

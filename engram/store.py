@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine
 from engram.db import create_store_engine, is_sqlite, migrate, write_transaction
 from engram.derive import DerivingIndex
 from engram.keyword import KeywordIndex, keyword_index_for
+from engram.sql import dialect_insert
 
 
 class WriteLock:
@@ -140,11 +141,7 @@ def iso(ts: float | None) -> str | None:
 
 def insert_ignore(conn: Connection, table: Any, values: dict[str, Any]) -> bool:
     """INSERT that does nothing when the primary key exists; True when a row was written."""
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert  # type: ignore[assignment]
     # RETURNING rather than rowcount: psycopg reports rowcount -1 for these statements.
     key = list(table.primary_key.columns)[0]
-    stmt = dialect_insert(table).values(**values).on_conflict_do_nothing().returning(key)
+    stmt = dialect_insert(conn.dialect.name)(table).values(**values).on_conflict_do_nothing().returning(key)
     return conn.execute(stmt).first() is not None
