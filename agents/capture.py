@@ -10,6 +10,8 @@ import sys
 import time
 from typing import Any
 
+from engram.wire import error_message
+
 HOOK_HELP = """\
 Run by an agent host on its hook events: reads the host's JSON payload on stdin, sends the event
 to the gateway and prints what the host expects (the memory context at session start). Always
@@ -95,11 +97,9 @@ def render(spool: Any, directory: Any, show: int) -> str:
     for record in pending[:show]:
         lines.append(f"    waiting  {_when(record.get('spooledAt'))}  {_describe(record)}")
     for record in rejected[-show:]:
-        answer = record.get("answer")
-        reason = (answer.get("error", {}).get("message") if isinstance(answer, dict)
-                  and isinstance(answer.get("error"), dict) else answer)
+        reason = error_message(int(record.get("status") or 0), record.get("answer"))
         lines.append(f"    refused  {_when(record.get('rejectedAt'))}  {_describe(record)}  "
-                     f"HTTP {record.get('status')}: {reason}")
+                     f"{reason}")
     if pending:
         lines.append("Send them with `engram capture --drain` (a hook also drains the spool "
                      "after the gateway takes an event).")

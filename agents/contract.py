@@ -23,6 +23,8 @@ import json
 import os
 import re
 
+from engram.wire import MAX_ID_CHARS, derived_event_id, sha256
+
 TYPE_CHECKING = False  # typing costs the hook ~2 ms to import
 if TYPE_CHECKING:
     from typing import Any
@@ -42,7 +44,6 @@ KINDS = frozenset({
     "other",
 })
 
-MAX_ID_CHARS = 200
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
 """Ids from stdin: letters, digits and ``._:@+=-``; no slash, no ``..``, no control characters."""
 
@@ -189,12 +190,9 @@ def event_id(event: HookEvent, fallback_time: float) -> str:
     if event.turn_id and event.kind in ("prompt", "agent_response"):
         return _bounded(f"{event.host}:{event.session_id}:{event.hook}:turn:{event.turn_id}")
     when = event.timestamp if event.timestamp is not None else fallback_time
-    material = json.dumps(
-        [event.session_id, event.hook, when,
-         [event.tool_name, event.tool_input, event.tool_output, event.prompt, event.message,
-          event.error]],
-        sort_keys=True, default=str, ensure_ascii=False)
-    return "derived:" + _sha256(material.encode("utf-8")).hexdigest()[:32]
+    return derived_event_id(event.session_id, event.hook, when,
+                            [event.tool_name, event.tool_input, event.tool_output, event.prompt,
+                             event.message, event.error])
 
 
 def _bounded(event_id: str) -> str:
@@ -202,20 +200,8 @@ def _bounded(event_id: str) -> str:
     so two ids differing only past the limit stay different."""
     if len(event_id) <= MAX_ID_CHARS:
         return event_id
-    digest = _sha256(event_id.encode("utf-8")).hexdigest()[:32]
+    digest = sha256(event_id.encode("utf-8")).hexdigest()[:32]
     return f"{event_id[:MAX_ID_CHARS - 33]}#{digest}"
-
-
-def _sha256(data: bytes) -> Any:
-    """hashlib's OpenSSL binding costs the hook ~2 ms to load; the builtin module is enough."""
-    try:
-        from _sha256 import sha256  # Python 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # Python 3.12+
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data)
 
 
 def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:

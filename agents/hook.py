@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from engram.agents.contract import HookEvent
     from engram.agents.spool import Spool
-    from engram.agents.transport import Gateway
+    from engram.agents.transport import GatewayLink
     from engram.settings import Settings
 
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
@@ -172,7 +172,7 @@ def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]
 def deliver(event: HookEvent, settings: Settings, deadline: float, started: float) -> str | None:
     """Send the event's requests before ``deadline``; spool what the gateway could not take.
     Returns the context block when the gateway answered a session start with one."""
-    from engram.agents.transport import PERMANENT, Unreachable
+    from engram.wire import PERMANENT, Unreachable, error_message
 
     requests = requests_for(event, started)
     waiting = _spool_waiting(settings)  # once: a stat and a listdir on every hook
@@ -202,8 +202,8 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
             continue
         if status in PERMANENT:
             _report(settings, event.host, event.hook, f"the gateway refused the event "
-                    f"(HTTP {status}): {_error_message(answer)}; kept in the spool's rejected "
-                    "list (`engram capture`)")
+                    f"({error_message(status, answer)}); kept in the spool's rejected list "
+                    "(`engram capture`)")
             spool_for(settings).reject(request, status, answer)
             continue
         # down, slow, 401, 503 (inbox full), 5xx: keep this and the rest for later
@@ -232,8 +232,8 @@ def _spool_waiting(settings: Settings) -> bool:
         return False
 
 
-def gateway_for(settings: Settings) -> Gateway:
-    from engram.agents.transport import Gateway
+def gateway_for(settings: Settings) -> GatewayLink:
+    from engram.agents.transport import GatewayLink
 
     secret = settings.secret
     if not secret:
@@ -241,7 +241,7 @@ def gateway_for(settings: Settings) -> Gateway:
             secret = settings.secret_file.read_text(encoding="utf-8").strip()
         except OSError:
             secret = ""
-    return Gateway(settings.gateway_url, secret or None, explicit_secret=bool(settings.secret))
+    return GatewayLink(settings.gateway_url, secret or None, explicit_secret=bool(settings.secret))
 
 
 def spool_for(settings: Settings) -> Spool:
@@ -266,14 +266,6 @@ def _drain_in_background() -> None:
         return
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     spawn(sys.executable, argv, os.environ, file_actions=null, setsid=True)
-
-
-def _error_message(answer: Any) -> str:
-    if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
-        error = answer["error"]
-        fields = (error.get("details") or {}).get("fields")
-        return f"{error.get('message', '')}{f' {fields}' if fields else ''}"
-    return str(answer)[:300]
 
 
 def _report(settings: Settings | None, host: str, hook: str, message: str) -> None:

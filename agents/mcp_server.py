@@ -29,6 +29,7 @@ from pydantic import Field
 
 from engram.agents.contract import project_for
 from engram.settings import Settings
+from engram.wire import Unreachable
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -49,15 +50,6 @@ RETRY_GATEWAY_SECONDS = 30.0
 
 class BackendError(Exception):
     """The REST API refused the request; the message is its error message."""
-
-
-class Unreachable(Exception):
-    """No gateway answered. ``delivered``: the request may have reached it (a timeout or a reset
-    after sending), so it must not be repeated elsewhere."""
-
-    def __init__(self, message: str, *, delivered: bool = False) -> None:
-        super().__init__(message)
-        self.delivered = delivered
 
 
 class AppBackend:
@@ -87,12 +79,7 @@ class ProxyBackend:
                              explicit_secret=bool(settings.secret), timeout=30.0)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, str]:
-        from engram.client import GatewayUnreachable
-
-        try:
-            status, answer = self.client.request(method, path, body)
-        except GatewayUnreachable as exc:
-            raise Unreachable(str(exc), delivered=not exc.refused) from None
+        status, answer = self.client.request(method, path, body)  # raises Unreachable
         return status, answer, self.mode
 
 
@@ -130,7 +117,7 @@ class FallbackBackend:
                 self.down_since = None
                 return answer
             except Unreachable as exc:
-                if exc.delivered or not self.may_fall_back or not self._store_exists():
+                if not exc.refused or not self.may_fall_back or not self._store_exists():
                     raise
                 self.down_since = time.monotonic()
         return self._local().request(method, path, body)
@@ -494,20 +481,20 @@ def _query(**params: Any) -> str:
 
 
 def _unreachable_text(exc: Unreachable) -> str:
-    if exc.delivered:
+    if not exc.refused:
         return (f"the gateway did not answer in time ({exc}); the request may have been carried "
                 "out: check before repeating it (e.g. recall what you saved)")
     return f"Engram is not reachable: {exc}. Start it with `engram serve`."
 
 
 def _error_text(status: int, answer: Any) -> str:
-    error = answer.get("error") if isinstance(answer, dict) else None
-    if not isinstance(error, dict):
+    from engram.wire import error_parts
+
+    code, message, fields = error_parts(answer)
+    if not code and not message:
         return f"Engram answered HTTP {status}"
-    fields = (error.get("details") or {}).get("fields") if isinstance(
-        error.get("details"), dict) else None
-    detail = "; ".join(f"{k}: {v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
-    return f"{error.get('message', 'error')} (HTTP {status}){': ' + detail if detail else ''}"
+    detail = "; ".join(f"{k}: {v}" for k, v in fields.items())
+    return f"{message or 'error'} (HTTP {status}){': ' + detail if detail else ''}"
 
 
 def for_gateway(app: Flask, secret: str) -> Callable[[], MCPServer]:
@@ -543,7 +530,7 @@ class _NoBackend:
     mode = "none"
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, str]:
-        raise Unreachable("no backend: the reference only lists tools")
+        raise Unreachable("no backend: the reference only lists tools", refused=True)
 
 
 def reference_markdown() -> str:

@@ -26,9 +26,10 @@ ADAPTERS: dict[str, str] = {
 
 ALIASES: dict[str, str] = {
     "claude": "claude-code", "codex-cli": "codex", "gemini": "gemini-cli",
-    "copilot": "copilot-cli", "kimi-code": "kimi", "generic": "raw",
+    "copilot": "copilot-cli", "kimi-code": "kimi", "generic": "raw", "continue-dev": "continue",
 }
-"""Other spellings users type in hook configs."""
+"""Other spellings users type, for hook commands and `engram connect` alike (``continue`` has
+a connect record and no adapter)."""
 
 
 class UnknownHost(LookupError):
@@ -36,8 +37,14 @@ class UnknownHost(LookupError):
         super().__init__(f"unknown host {host!r}; known: {', '.join(ADAPTERS)}")
 
 
+def spelling(host: str) -> str:
+    """The one spelling of ``host`` (lower case, aliases resolved), whether or not it has an
+    adapter."""
+    return ALIASES.get(host.lower(), host.lower())
+
+
 def canonical(host: str) -> str:
-    name = ALIASES.get(host.lower(), host.lower())
+    name = spelling(host)
     if name not in ADAPTERS:
         raise UnknownHost(host)
     return name

@@ -22,7 +22,7 @@ import json
 import os
 import time
 
-from engram.agents.transport import PERMANENT, Unreachable
+from engram.wire import PERMANENT, Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from engram.agents.transport import Gateway
+    from engram.agents.transport import GatewayLink
 
 try:
     import fcntl
@@ -84,7 +84,7 @@ class Spool:
 
     # --- draining (a detached child of a hook, `engram capture --drain`, the server) ------------
 
-    def drain(self, gateway: Gateway, *, timeout: float = 10.0, wait: bool = False,
+    def drain(self, gateway: GatewayLink, *, timeout: float = 10.0, wait: bool = False,
               progress: Callable[[int, int], None] | None = None) -> dict[str, int] | None:
         """Send spooled requests in order until one fails for a transient reason; batch after
         batch, so what hooks append meanwhile goes too. Returns counts (sent, duplicates,
@@ -106,7 +106,7 @@ class Spool:
                     counts["left"] = len(left)
                     return counts
 
-    def _send_batch(self, batch: list[Path], gateway: Gateway, timeout: float,
+    def _send_batch(self, batch: list[Path], gateway: GatewayLink, timeout: float,
                     counts: dict[str, int],
                     progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
         """Send one batch; returns the records still to send (from the first transient

@@ -14,22 +14,16 @@ import time
 from urllib.parse import urlsplit
 
 from engram.client import is_loopback_url
+from engram.wire import Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-PERMANENT = frozenset({400, 404, 413, 422})
-"""Answers a resend will not change (malformed, unknown session, too large, invalid): the request
-is kept as refused, never retried."""
 
 
-class Unreachable(Exception):
-    """No answer in time: refused, reset, timed out, or not HTTP."""
-
-
-class Gateway:
+class GatewayLink:
     """The gateway at ``url``; the secret goes only to loopback unless it was set explicitly."""
 
     def __init__(self, url: str, secret: str | None, *, explicit_secret: bool) -> None:
@@ -55,7 +49,7 @@ class Gateway:
         if self.secret:
             headers["Authorization"] = f"Bearer {self.secret}"
         if deadline - time.monotonic() <= 0:
-            raise Unreachable("no time left")
+            raise Unreachable("no time left", refused=True)
         head = f"{method} {self.prefix + path} HTTP/1.1\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         status, raw = self._exchange(head.encode("latin-1") + data, deadline)

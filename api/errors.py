@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from engram.errors import FieldErrors
 from engram.pagination import BadCursor
+from engram.wire import error_body
 
 log = logging.getLogger("engram.api")
 
@@ -39,11 +40,7 @@ class ApiError(Exception):
 def error_response(status: int, code: str, message: str,
                    details: dict[str, Any] | None = None,
                    extra: dict[str, Any] | None = None) -> tuple[Response, int]:
-    body: dict[str, Any] = dict(extra or {})
-    body["error"] = {"code": code, "message": message}
-    if details:
-        body["error"]["details"] = details
-    return jsonify(body), status
+    return jsonify(error_body(code, message, details, extra)), status
 
 
 def register(app: Flask) -> None:

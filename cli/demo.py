@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from engram.client import Client, GatewayUnreachable
+from engram.client import Client, Unreachable
 from engram.secret import client_secret
 from engram.settings import Settings
 
@@ -72,7 +72,7 @@ def run_demo(settings: Settings, url: str | None, out: Any = print) -> int:
     started = None
     try:
         client.request("GET", "/v1/livez")
-    except GatewayUnreachable:
+    except Unreachable:
         started = _start_local(settings)
         base = started[0]
         client = Client(base, client_secret(settings))

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
-    from engram.client import GatewayError, GatewayUnreachable
+    from engram.client import GatewayError, Unreachable
 
     try:
         handler = COMMANDS[args.command]
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"engram: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except GatewayUnreachable as exc:
+    except Unreachable as exc:
         print(f"engram: the gateway is not answering ({exc}).\n"
               "  Start it with `engram serve`, or point --url / ENGRAM_URL at it.",
               file=sys.stderr)
@@ -242,14 +242,14 @@ def cmd_beat(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from engram.client import GatewayUnreachable
+    from engram.client import Unreachable
 
     settings = settings_for(args)
     client = client_for(args, settings)
     spool, spool_waiting = local_spool(settings)
     try:
         status_code, report = client.request("GET", "/v1/status")
-    except GatewayUnreachable:
+    except Unreachable:
         if spool:
             print(spool, file=sys.stderr)
         raise

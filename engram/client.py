@@ -8,24 +8,21 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from engram.wire import Unreachable
+
 TYPE_CHECKING = False  # typing costs the hook CLI ~2 ms
 if TYPE_CHECKING:
     from typing import Any
 
 
-class GatewayUnreachable(Exception):
-    """No answer. ``refused``: the connection was refused or never made (nothing was sent);
-    otherwise (a timeout, a reset) the request may have been carried out."""
-
-    def __init__(self, message: str, *, refused: bool = False) -> None:
-        super().__init__(message)
-        self.refused = refused
+__all__ = ["Client", "GatewayError", "Unreachable", "client_for", "is_loopback_url"]
 
 
 class GatewayError(Exception):
     def __init__(self, status: int, body: Any) -> None:
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        super().__init__(f"HTTP {status}: {error.get('message', body)}")
+        from engram.wire import error_message
+
+        super().__init__(error_message(status, body))
         self.status = status
         self.body = body
 
@@ -80,7 +77,7 @@ class Client:
             # does not resolve. A timeout or reset while waiting may follow a delivered request.
             never_sent = isinstance(exc, urllib.error.URLError) and not isinstance(
                 reason, (TimeoutError, ConnectionResetError))
-            raise GatewayUnreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
+            raise Unreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         status, payload = self.request(method, path, body)

@@ -14,7 +14,7 @@ import logging
 from sqlalchemy import Connection, select, text
 
 from engram import derive, graph, inbox
-from engram.inbox import backoff_seconds
+from engram.backoff import backoff_seconds
 from engram.schema import observations
 from engram.store import Store
 from engram.vectors import TARGET as VECTOR_TARGET

@@ -17,8 +17,8 @@ from typing import Any
 
 from engram.errors import FieldErrors
 from engram.privacy import scrub, scrub_text
+from engram.wire import MAX_ID_CHARS, derived_event_id
 
-MAX_ID_LENGTH = 200
 MAX_NAME_LENGTH = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -66,16 +66,6 @@ class Event:
 
 def observation_id_for(event_id: str) -> str:
     return "obs_" + hashlib.sha256(event_id.encode("utf-8")).hexdigest()[:24]
-
-
-def derive_event_id(
-    session_id: str, hook_type: str, timestamp: float | None, content: list[Any]
-) -> str:
-    material = json.dumps(
-        [session_id, hook_type, timestamp, content], sort_keys=True, default=str,
-        ensure_ascii=False,
-    )
-    return "derived:" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
 def parse_timestamp(value: Any) -> float:
@@ -147,13 +137,13 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
     if not isinstance(body, dict):
         raise InvalidEvent({"body": "must be a JSON object"})
     errors: dict[str, str] = {}
-    session_id = _name(body, "sessionId", errors, required=True, limit=MAX_ID_LENGTH)
+    session_id = _name(body, "sessionId", errors, required=True, limit=MAX_ID_CHARS)
     project = _name(body, "project", errors, required=True)
     host = _name(body, "host", errors, required=True, limit=64)
     hook_type = _name(body, "hookType", errors, required=True, limit=64)
-    event_id = _name(body, "eventId", errors, required=False, limit=MAX_ID_LENGTH)
+    event_id = _name(body, "eventId", errors, required=False, limit=MAX_ID_CHARS)
     tool_name = _name(body, "toolName", errors, required=False)
-    agent_id = _name(body, "agentId", errors, required=False, limit=MAX_ID_LENGTH)
+    agent_id = _name(body, "agentId", errors, required=False, limit=MAX_ID_CHARS)
     prompt = body.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         errors["prompt"] = "must be a string"
@@ -174,7 +164,7 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
     if event_id is None:
         # Without a host timestamp the receive time stands in: two real calls are never merged,
         # at the price that a replay without id or timestamp cannot be recognised.
-        event_id = derive_event_id(
+        event_id = derived_event_id(
             session_id, hook_type, timestamp if timestamp is not None else received_at,
             [tool_name, tool_input, tool_output, prompt_text],
         )

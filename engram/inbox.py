@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from engram.backoff import backoff_seconds
 from engram.events import Event
 from engram.pagination import keyset_page
 from engram.schema import capture_inbox, event_ledger
@@ -150,10 +151,6 @@ def complete(conn: Connection, event_id: str) -> None:
         update(event_ledger).where(event_ledger.c.event_id == event_id)
         .values(state="stored", stored_at=now())
     )
-
-
-def backoff_seconds(attempts: int, base: float, cap: float) -> float:
-    return float(min(cap, base * (2 ** max(attempts - 1, 0))))
 
 
 def fail(

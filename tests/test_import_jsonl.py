@@ -16,7 +16,7 @@ import pytest
 from engram.agents.adapters import claude_code
 from engram.agents.contract import event_id, observe_body
 from engram.watcher import claude_import
-from engram.watcher.delivery import Gateway
+from engram.watcher.delivery import Delivery
 from engram.watcher.importer import Importer
 from tests.support import ENGRAM, Api, Cluster
 
@@ -74,7 +74,7 @@ def transcripts(tmp_path: Path) -> Path:
 
 
 def importer(api: Api, tmp_path: Path, **kw: Any) -> Importer:
-    return Importer(Gateway(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
+    return Importer(Delivery(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
                     out=io.StringIO(), **kw)
 
 
@@ -200,7 +200,7 @@ def test_session_captured_by_hooks_gets_only_its_tool_calls(api: Api, tmp_path: 
     assert len(before) == 3
 
     transport = Recording(api)
-    run = Importer(Gateway(transport), tmp_path / "data",  # type: ignore[arg-type]
+    run = Importer(Delivery(transport), tmp_path / "data",  # type: ignore[arg-type]
                    out=io.StringIO())
     totals = run.run([finished(tmp_path, "tool-use.jsonl")])
     assert (totals.sent, totals.duplicates, totals.covered_by_hooks) == (1, 1, 2)
@@ -242,7 +242,7 @@ def test_a_file_still_being_written_is_skipped_unless_asked(api: Api, tmp_path: 
     live = finished(tmp_path, "tool-use.jsonl")
     age(live, 30)  # written 30 seconds ago: its session is probably running
     out = io.StringIO()
-    run = Importer(Gateway(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
+    run = Importer(Delivery(FlaskTransport(api)), tmp_path / "data",  # type: ignore[arg-type]
                    out=out)
     totals = run.run([live])
     assert (totals.skipped_live, totals.sent) == (1, 0)
@@ -257,7 +257,7 @@ def test_gateway_down_stops_the_import_and_keeps_the_ledger(tmp_path: Path) -> N
     from engram.client import Client
     from engram.watcher.importer import ImportStopped
 
-    down = Importer(Gateway(Client("http://127.0.0.1:9", None, timeout=2)), tmp_path,
+    down = Importer(Delivery(Client("http://127.0.0.1:9", None, timeout=2)), tmp_path,
                     out=io.StringIO())
     with pytest.raises(ImportStopped, match="did not take"):
         down.run([finished(tmp_path, "basic.jsonl")])
@@ -326,7 +326,7 @@ def test_a_full_inbox_paces_the_import_instead_of_stopping_it(tmp_path: Path) ->
     try:
         api = api_for(gateway)
         out = io.StringIO()
-        importer = Importer(Gateway(FlaskTransport(api)), tmp_path, out=out, sleep=sleep)  # type: ignore[arg-type]
+        importer = Importer(Delivery(FlaskTransport(api)), tmp_path, out=out, sleep=sleep)  # type: ignore[arg-type]
         totals = importer.run([finished(tmp_path, "tool-use.jsonl")])
         assert slept and "gateway busy" in out.getvalue() and "inbox" in out.getvalue()
         assert totals.accepted >= 3 and not totals.rejections

@@ -16,8 +16,9 @@ import pytest
 
 from engram.agents.contract import MAX_ID_CHARS, HookEvent, event_id
 from engram.agents.spool import Spool
-from engram.agents.transport import Gateway, Unreachable
+from engram.agents.transport import GatewayLink
 from engram.client import is_loopback_url
+from engram.wire import Unreachable
 from tests.support import free_port
 
 
@@ -30,8 +31,8 @@ def ids(records: list[dict[str, object]]) -> list[str]:
     return [r["body"]["eventId"] for r in records]  # type: ignore[index]
 
 
-def closed_gateway() -> Gateway:
-    return Gateway(f"http://127.0.0.1:{free_port()}", None, explicit_secret=False)
+def closed_gateway() -> GatewayLink:
+    return GatewayLink(f"http://127.0.0.1:{free_port()}", None, explicit_secret=False)
 
 
 def test_a_torn_line_does_not_swallow_the_next_event_and_is_counted(tmp_path: Path) -> None:
@@ -110,7 +111,7 @@ def trickler() -> Iterator[int]:
 
 
 def test_the_deadline_bounds_the_whole_request_not_each_read(trickler: int) -> None:
-    gateway = Gateway(f"http://127.0.0.1:{trickler}", None, explicit_secret=False)
+    gateway = GatewayLink(f"http://127.0.0.1:{trickler}", None, explicit_secret=False)
     started = time.monotonic()
     with pytest.raises(Unreachable):
         gateway.send("POST", "/v1/observe", {}, time.monotonic() + 1.0)
@@ -133,7 +134,7 @@ def test_over_long_event_ids_stay_distinct_and_bounded() -> None:
 ])
 def test_the_secret_goes_only_to_loopback(url: str, loopback: bool) -> None:
     assert is_loopback_url(url) is loopback
-    assert (Gateway(url, "s3cret", explicit_secret=False).secret == "s3cret") is loopback
+    assert (GatewayLink(url, "s3cret", explicit_secret=False).secret == "s3cret") is loopback
 
 
 def test_pending_lists_leftover_batches_first(tmp_path: Path) -> None:

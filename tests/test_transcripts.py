@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from engram.client import GatewayUnreachable
-from engram.watcher.delivery import Gateway
+from engram.client import Unreachable
+from engram.watcher.delivery import Delivery
 from engram.watcher.schema import (
     MISSING,
     ConfigError,
@@ -205,7 +205,7 @@ class FlakyTransport:
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         if self.down:
-            raise GatewayUnreachable("http://127.0.0.1:1: connection refused")
+            raise Unreachable("http://127.0.0.1:1: connection refused")
         self.calls += 1
         return self.api.call(method, path, body)
 
@@ -234,7 +234,7 @@ def rollout(tmp_path: Path, name: str = "rollout-a.jsonl", lines: list[str] = LI
 def make_watcher(tmp_path: Path, transport: Any, hooks: frozenset[str] = frozenset(),
                  **watch: Any) -> TranscriptWatcher:
     config = load_config(write_config(tmp_path, **watch))
-    return TranscriptWatcher(config, Gateway(transport), state_path=tmp_path / "state.json",
+    return TranscriptWatcher(config, Delivery(transport), state_path=tmp_path / "state.json",
                              dead_letter_path=tmp_path / "dead.jsonl", hooks_connected=hooks,
                              out=io.StringIO())
 
@@ -285,7 +285,7 @@ def test_gateway_down_mid_file_rolls_back_offset_and_state(api: Api, tmp_path: P
                 self.down = True
             return super().request(method, path_, body)
 
-    watcher.gateway = Gateway(DownAtToolResult(api))  # type: ignore[arg-type]
+    watcher.gateway = Delivery(DownAtToolResult(api))  # type: ignore[arg-type]
     result = watcher.pass_once()
     assert result["stalled"] == 1
     state = file_state(watcher, path)
@@ -296,7 +296,7 @@ def test_gateway_down_mid_file_rolls_back_offset_and_state(api: Api, tmp_path: P
     watcher.pass_once()  # still down: nothing moves
     assert file_state(watcher, path)["offset"] == tool_result
 
-    watcher.gateway = Gateway(transport)  # type: ignore[arg-type]
+    watcher.gateway = Delivery(transport)  # type: ignore[arg-type]
     assert watcher.pass_once()["stalled"] == 0
     items = stored(api)
     assert len(items) == 4 and len({o["eventId"] for o in items}) == 4

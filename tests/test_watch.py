@@ -301,7 +301,7 @@ def test_a_5xx_answer_is_retried_with_back_off(gateway: RecordingGateway,
         wait_for(lambda: gateway.posts("AGENTS.md"), timeout=10, message="the retried import")
         wait_for(run.settled, message="the daemon to settle")
     out = run.out.getvalue()
-    assert "sync error: codex AGENTS.md: refused (HTTP 503): database is locked; retrying in 1s" \
+    assert "sync error: codex AGENTS.md: refused (HTTP 503: database is locked); retrying in 1s" \
         in out
     assert "retrying in 2s" in out and "synced codex AGENTS.md: 1 created" in out
     assert run.daemon.syncer.totals["errors"] == 1  # one failure episode, one error

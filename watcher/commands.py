@@ -73,7 +73,7 @@ def _settings_and_client(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def cmd_import_jsonl(args: argparse.Namespace) -> int:
     from engram.watcher.claude_import import transcript_files
-    from engram.watcher.delivery import Gateway
+    from engram.watcher.delivery import Delivery
     from engram.watcher.importer import Importer, ImportStopped, default_root
 
     roots = [Path(p).expanduser() for p in args.paths] or [default_root()]
@@ -87,7 +87,7 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
         print(f"engram: no *.jsonl files under {', '.join(map(str, roots))}", file=sys.stderr)
         return EXIT_OK
     settings, client = _settings_and_client(args)
-    importer = Importer(Gateway(client), settings.data_dir, settings.project,
+    importer = Importer(Delivery(client), settings.data_dir, settings.project,
                         use_ledger=not args.rescan, include_live=args.include_live)
     try:
         totals = importer.run(files)
@@ -155,10 +155,10 @@ def cmd_watch_transcripts(args: argparse.Namespace) -> int:
         print(render_status(state_path, dead_letters))
         return EXIT_OK
     from engram.client import client_for
-    from engram.watcher.delivery import Gateway
+    from engram.watcher.delivery import Delivery
     from engram.watcher.transcripts import TranscriptWatcher, run_forever
 
-    watcher = TranscriptWatcher(config, Gateway(client_for(args, settings)),
+    watcher = TranscriptWatcher(config, Delivery(client_for(args, settings)),
                                 state_path=state_path, dead_letter_path=dead_letters,
                                 project=settings.project,
                                 hooks_connected=connected_hosts(settings))

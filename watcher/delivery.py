@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engram.client import Client, GatewayError, GatewayUnreachable
+from engram.client import Client, GatewayError, Unreachable
+from engram.wire import AUTH, BUSY, error_message, is_permanent
 
 ACCEPTED, DUPLICATE, RETRYING, REJECTED, TRANSIENT = (
     "accepted", "duplicate", "retrying", "rejected", "transient")
@@ -41,16 +42,6 @@ class Outcome:
         return self.status in DELIVERED
 
 
-def _reason(status: int, payload: Any) -> str:
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if not isinstance(error, dict):
-        return f"HTTP {status}"
-    fields = (error.get("details") or {}).get("fields") if isinstance(
-        error.get("details"), dict) else None
-    detail = "; ".join(f"{k}: {v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
-    return f"HTTP {status}: {error.get('message', '')}" + (f" ({detail})" if detail else "")
-
-
 def classify(status: int, payload: Any) -> Outcome:
     if status == 201:
         return Outcome(ACCEPTED)
@@ -58,15 +49,15 @@ def classify(status: int, payload: Any) -> Outcome:
         return Outcome(DUPLICATE)
     if status == 202:
         return Outcome(RETRYING)
-    if status in (400, 422):
-        return Outcome(REJECTED, _reason(status, payload))
-    if status in (401, 403):
+    if is_permanent(status):
+        return Outcome(REJECTED, error_message(status, payload))
+    if status in AUTH:
         # A wrong secret or origin is a setup problem no retry fixes: stop and say so.
         raise GatewayError(status, payload)
-    return Outcome(TRANSIENT, _reason(status, payload), busy=status == 503)
+    return Outcome(TRANSIENT, error_message(status, payload), busy=status == BUSY)
 
 
-class Gateway:
+class Delivery:
     """The three calls the transcript paths make, never raising for a down gateway."""
 
     def __init__(self, client: Client) -> None:
@@ -75,7 +66,7 @@ class Gateway:
     def _send(self, method: str, path: str, body: Any = None) -> Outcome:
         try:
             status, payload = self.client.request(method, path, body)
-        except GatewayUnreachable as exc:
+        except Unreachable as exc:
             return Outcome(TRANSIENT, str(exc))
         return classify(status, payload)
 
@@ -99,15 +90,15 @@ class Gateway:
         try:
             status, payload = self.client.request(
                 "GET", f"/v1/sessions/{quote(session_id, safe='')}")
-        except GatewayUnreachable as exc:
+        except Unreachable as exc:
             return Outcome(TRANSIENT, str(exc))
         if status == 200:
             return Outcome(FOUND)
         if status == 404:
             return Outcome(MISSING)
-        if status in (401, 403):
+        if status in AUTH:
             raise GatewayError(status, payload)
-        return Outcome(TRANSIENT, _reason(status, payload))
+        return Outcome(TRANSIENT, error_message(status, payload))
 
     def end_session(self, session_id: str) -> Outcome:
         from urllib.parse import quote

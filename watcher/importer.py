@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engram.agents.contract import event_id, observe_body
+from engram.backoff import doubled
 from engram.watcher import claude_import
 from engram.watcher.delivery import (
     ACCEPTED,
@@ -31,7 +32,7 @@ from engram.watcher.delivery import (
     REJECTED,
     RETRYING,
     TRANSIENT,
-    Gateway,
+    Delivery,
     read_json,
     write_json_atomic,
 )
@@ -84,7 +85,7 @@ class Totals:
 
 
 class Importer:
-    def __init__(self, gateway: Gateway, data_dir: Path, project: str = "",
+    def __init__(self, gateway: Delivery, data_dir: Path, project: str = "",
                  out: TextIO = sys.stderr, use_ledger: bool = True,
                  include_live: bool = False, live_seconds: float = LIVE_SECONDS,
                  sleep: Any = time.sleep) -> None:
@@ -197,7 +198,7 @@ class Importer:
                       file=self.out)
             self.sleep(delay)
             waited += delay
-            delay = min(delay * 2, BUSY_MAX_DELAY_SECONDS)
+            delay = doubled(delay, BUSY_FIRST_WAIT_SECONDS, BUSY_MAX_DELAY_SECONDS)
 
     def _decide_owner(self, path: Path, session_id: str) -> None:
         """Whether this importer writes all of the session (prompts, answers, start and end) or

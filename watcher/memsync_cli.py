@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from engram.backoff import doubled
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 DEBOUNCE_SECONDS = 0.3
@@ -213,7 +215,7 @@ class GatewayFailed(Exception):
 
 class Syncer:
     """Posts one file and reports what the gateway did with it, one line per file that changed.
-    Raises ``GatewayUnreachable`` and ``GatewayFailed`` (HTTP 5xx); every other failure is
+    Raises ``Unreachable`` and ``GatewayFailed`` (HTTP 5xx); every other failure is
     logged and counted as an error, one line, and the run goes on."""
 
     def __init__(self, client: Any, *, user: str, scope: str, force: bool,
@@ -270,12 +272,10 @@ class Syncer:
             return self.error(source, f"the gateway has no POST {SYNC_PATH} (HTTP 404): "
                                        "upgrade the server")
         if status >= 400 or not isinstance(answer, dict):
-            error = answer.get("error", {}) if isinstance(answer, dict) else {}
-            error = error if isinstance(error, dict) else {}
-            details = error.get("details")
-            message = (f"refused (HTTP {status}): {error.get('message', answer)}"
-                       + (f" {details}" if details else ""))
-            if status >= 500:
+            from engram.wire import error_message, is_transient
+
+            message = f"refused ({error_message(status, answer)})"
+            if is_transient(status):
                 raise GatewayFailed(message)
             return self.error(source, message)
         outcome = str(answer.get("outcome"))
@@ -326,7 +326,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run_once(syncer: Syncer, roots: list[Path]) -> int:
-    from engram.client import GatewayUnreachable
+    from engram.client import Unreachable
 
     sources, aliases, stale = survey(roots, syncer.state)
     for alias, primary in sorted(aliases.items(), key=lambda a: (str(a[0].root), a[0].relpath)):
@@ -337,7 +337,7 @@ def run_once(syncer: Syncer, roots: list[Path]) -> int:
             syncer.sync(source, gone_ok=retire, retire=retire)
         except GatewayFailed as exc:
             syncer.error(source, str(exc))
-        except GatewayUnreachable as exc:
+        except Unreachable as exc:
             syncer.log(f"engram: the gateway is not answering ({exc}).\n  Start it with "
                        "`engram serve`, or point --url / ENGRAM_URL at it; nothing after "
                        f"{syncer.label(source)} was synced.")
@@ -640,7 +640,7 @@ class Daemon:
             return max(0.0, min(1.0, min(self._due.values()) - time.monotonic()))
 
     def _sync(self, source: Any, *, retire: bool = False) -> None:
-        from engram.client import GatewayUnreachable
+        from engram.client import Unreachable
 
         primary = None if retire else self._primary(source)
         with self._lock:
@@ -665,18 +665,18 @@ class Daemon:
         try:
             outcome = self.syncer.sync(source, gone_ok=known or retire, retire=retire)
         except GatewayFailed as exc:
-            delay = min(RETRY_MAX_SECONDS, max(1.0, self._backoff.get(source, 0.0) * 2))
+            delay = doubled(self._backoff.get(source, 0.0), 1.0, RETRY_MAX_SECONDS)
             self.syncer.error(source, f"{exc}; retrying in {delay:g}s",
                               count=source not in self._backoff)
             self._backoff[source] = delay
             with self._lock:
                 self._due.setdefault(source, time.monotonic() + delay)
             return
-        except GatewayUnreachable as exc:
+        except Unreachable as exc:
             if not self._retry:
                 self.syncer.log(f"watch: the gateway is not answering ({exc}); retrying "
                                 "(start it with `engram serve`)")
-            self._retry = min(RETRY_MAX_SECONDS, max(1.0, self._retry * 2))
+            self._retry = doubled(self._retry, 1.0, RETRY_MAX_SECONDS)
             with self._lock:
                 self._due.setdefault(source, time.monotonic() + self._retry)
             return

@@ -46,7 +46,7 @@ from engram.privacy import scrub
 from engram.watcher.delivery import (
     REJECTED,
     TRANSIENT,
-    Gateway,
+    Delivery,
     Outcome,
     append_dead_letter,
     read_json,
@@ -203,7 +203,7 @@ def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host
 # --- the watcher -------------------------------------------------------------------------------
 
 class TranscriptWatcher:
-    def __init__(self, config: Config, gateway: Gateway, *, state_path: Path,
+    def __init__(self, config: Config, gateway: Delivery, *, state_path: Path,
                  dead_letter_path: Path, project: str = "",
                  hooks_connected: frozenset[str] = frozenset(),
                  out: TextIO = sys.stderr) -> None:

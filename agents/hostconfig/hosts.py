@@ -504,13 +504,11 @@ HOSTS: dict[str, Host] = {h.name: h for h in (
 )}
 """Every host connect knows, in the order `engram connect --list` shows them."""
 
-ALIASES = {"claude": "claude-code", "codex-cli": "codex", "gemini": "gemini-cli",
-           "copilot": "copilot-cli", "kimi-code": "kimi", "continue-dev": "continue"}
-
-
 def host_named(name: str) -> Host | None:
-    key = name.lower()
-    return HOSTS.get(ALIASES.get(key, key))
+    """The connect record of ``name``, spelled as the adapter registry spells hosts."""
+    from engram.agents.registry import spelling
+
+    return HOSTS.get(spelling(name))
 
 
 def events_for(host: str) -> dict[str, str]:

@@ -18,13 +18,14 @@ from engram.api.util import (
     store,
     vectors,
 )
-from engram.events import MAX_ID_LENGTH, parse_timestamp
+from engram.events import parse_timestamp
+from engram.wire import MAX_ID_CHARS
 
 bp = Blueprint("sessions", __name__)
 
 
 def _str_field(body: dict[str, Any], key: str, errors: dict[str, str], required: bool = False,
-               limit: int = MAX_ID_LENGTH) -> str | None:
+               limit: int = MAX_ID_CHARS) -> str | None:
     value = body.get(key)
     if value is None:
         if required:
