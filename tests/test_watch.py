@@ -19,8 +19,9 @@ import pytest
 from watchdog.observers.inotify_c import InotifyFD
 
 from engram.client import Client
+from engram.watcher.daemon import Daemon, checked_observer_class
 from engram.watcher.memfiles import root_fingerprint
-from engram.watcher.memsync_cli import Daemon, Syncer, WatchState, checked_observer_class, run_once
+from engram.watcher.syncer import Syncer, WatchState, run_once
 from tests.support import ENGRAM, REPO, Cluster, free_port, wait_for
 
 

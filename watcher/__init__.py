@@ -8,8 +8,9 @@ and memory-file sync's client (``watch``).
 - ``schema``: the transcript-watch configuration: match rules, field specs, actions.
 - ``transcripts``: the watcher: incremental reads, per-file state, one writer per host.
 - ``commands``: the CLI commands.
-- ``memfiles`` and ``memsync_cli``: memory files (CLAUDE.md, AGENTS.md, ...) found, parsed into
-  facts and posted to ``POST /v1/sync/files``; `engram watch`.
+- memory-file sync's client: ``memfiles`` finds memory files (CLAUDE.md, AGENTS.md, ...) and
+  parses them into facts, ``syncer`` posts them to ``POST /v1/sync/files`` in one pass and keeps
+  the state file, ``daemon`` watches the folders, ``memsync_cli`` is `engram watch`.
 
 Every path uses ``engram.agents.contract.event_id``, so a call captured by a hook and by a
 transcript is one event and the gateway stores it once.
