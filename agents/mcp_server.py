@@ -156,6 +156,16 @@ Cursor = Annotated[str | None, Field(
     description="nextCursor from the previous page, to continue a list.")]
 
 
+Registrar = Callable[..., Callable[[Callable[..., Any]], Any]]
+"""``tool(name, core=False)``: registers the decorated function as a tool when the configured set
+(ENGRAM_MCP_TOOLS) includes it."""
+Caller = Callable[..., tuple[Any, str]]
+"""``call(method, path, body=None, *, missing_ok=False, error=ToolError)``: the REST answer and
+the mode ("gateway" or "local") that gave it; a refusal raises ``error``."""
+ProjectOf = Callable[..., str]
+"""``project_of(project, error=ToolError)``: the project a tool acts on."""
+
+
 def build_server(backend: Backend, *, settings: Settings | None = None,
                  tools: str = "core", local_client: bool = True) -> MCPServer:
     """The MCP server over ``backend``. ``tools`` is ENGRAM_MCP_TOOLS: core or all.
@@ -196,7 +206,14 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
             return fn
         return register
 
-    # --- core tools ---------------------------------------------------------------------------
+    for group in (_core_tools, _session_tools, _memory_tools, _admin_tools):
+        group(tool, call, project_of)  # in this order: the order clients list them
+    _resources_and_prompts(server, call, project_of)
+    return server
+
+
+def _core_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
+    """The six tools every client lists: save, the two searches, context, details, status."""
 
     @tool("save_memory", core=True)
     def save_memory(
@@ -278,7 +295,9 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
         answer, mode = call("GET", "/v1/status")
         return {"mode": mode, "status": answer}
 
-    # --- the rest of the REST API (ENGRAM_MCP_TOOLS=all) --------------------------------------
+
+def _session_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
+    """Sessions, files and projects (ENGRAM_MCP_TOOLS=all)."""
 
     @tool("list_sessions")
     def list_sessions(project: Project = None, limit: Limit = 20,
@@ -318,6 +337,10 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
         files, the usual commands, its main concepts."""
         answer, mode = call("GET", "/v1/projects/profile?" + _query(project=project_of(project)))
         return {"mode": mode, "profile": answer}
+
+
+def _memory_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
+    """Memories and the knowledge graph (ENGRAM_MCP_TOOLS=all)."""
 
     @tool("list_memories")
     def list_memories(project: Project = None, query: Annotated[str | None, Field(
@@ -372,6 +395,10 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
                             {"project": project_of(project), "entity": entity, "depth": depth})
         return {"mode": mode, **answer}
 
+
+def _admin_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
+    """Capture health, dead letters, the audit log and export (ENGRAM_MCP_TOOLS=all)."""
+
     @tool("capture_status")
     def capture_status(state: Annotated[
             Literal["pending", "processing", "retrying", "dead"] | None,
@@ -408,9 +435,6 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
             return {"mode": mode, "counts": counts, "chars": len(text), "document": None,
                     "note": "too large to return here: run `engram export -o FILE`"}
         return {"mode": mode, "counts": counts, "document": answer}
-
-    _resources_and_prompts(server, call, project_of)
-    return server
 
 
 def _resources_and_prompts(server: MCPServer, call: Callable[..., tuple[Any, str]],
