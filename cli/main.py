@@ -184,7 +184,7 @@ def _distributed_only(settings: Settings, what: str) -> int | None:
     return None
 
 
-def _celery_for(settings: Settings) -> Any:
+def _celery_for(settings: Settings, queues: list[str] | None = None) -> Any:
     """Logging, dirs, migrations and the configured Celery app, for worker and beat."""
     from engram.cli.server import prepare_dirs, setup_logging
     from engram.memory import bound_heap
@@ -196,7 +196,7 @@ def _celery_for(settings: Settings) -> Any:
     prepare_dirs(settings)
     bound_heap()
     Store.open(settings.database_url).close()  # migrate once, before a pool forks
-    runtime.configure(settings)
+    runtime.install(runtime.Services(settings, queues=queues))
     return configure(settings)
 
 
@@ -215,13 +215,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if "capture" in queues:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
-    from engram.tasks import runtime
-
-    runtime.serving_queues(queues)
     pool = args.pool
     if pool == "auto":
         pool = "threads" if EMBED_QUEUE in queues and settings.embedder != "none" else "prefork"
-    _celery_for(settings).worker_main([
+    _celery_for(settings, queues).worker_main([
         "worker", "--loglevel", settings.log_level, "--pool", pool,
         "--concurrency", str(args.concurrency or settings.worker_concurrency),
         "--queues", ",".join(queues), "--hostname", args.name or f"engram-{os.getpid()}@%h",

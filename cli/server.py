@@ -71,7 +71,7 @@ class Gateway:
                         keep_observations=self.settings.vector_max_observations, work=(work,))
             for work in (GRAPH, VECTOR)])
         # the in-process worker shares this store and vector index
-        runtime.configure(self.settings, self.store, self.vectors, lane=lane)
+        runtime.install(runtime.Services(self.settings, self.store, self.vectors, lane=lane))
         self.embedded = EmbeddedWorker(self.settings, lane)
         self.embedded.start()
 

@@ -19,7 +19,8 @@ log = logging.getLogger("engram.tasks")
 @celery_app.task(name="engram.observe", bind=True, max_retries=None)
 def observe(self: Task, event_id: str) -> str:
     """Process one inbox entry. Idempotent: a second delivery finds nothing to claim."""
-    settings, store = runtime.settings(), runtime.store()
+    services = runtime.services()
+    settings, store = services.settings, services.store()
     claim = inbox.claim(store, event_id, settings.inbox_lease_seconds)
     if claim is None:
         return "skipped"
@@ -50,7 +51,7 @@ def observe(self: Task, event_id: str) -> str:
 def _summarize_if_due(session_id: str) -> None:
     """After a session's event left the inbox: when the session has ended and this was its last
     waiting event, its summary can be built now."""
-    with runtime.store().read() as conn:
+    with runtime.services().store().read() as conn:
         due = sessions.summary_due(conn, session_id)
     if due:
         summarize.apply_async((session_id,))
@@ -60,7 +61,7 @@ def _summarize_if_due(session_id: str) -> None:
 def summarize(session_id: str) -> str:
     """Summarise an ended session once every event it produced has been processed. While events
     still wait, nothing happens here: storing the last of them sends this task again."""
-    store = runtime.store()
+    store = runtime.services().store()
     with store.read() as conn:
         waiting = inbox.pending_for_session(conn, session_id)
     if waiting:

@@ -27,7 +27,7 @@ def send_drain(name: str, countdown: float = 0.0) -> None:
     """Send the drain task ``name`` unless one is queued already."""
     from redis.exceptions import RedisError
 
-    gate = runtime.flight(celery_app)
+    gate = runtime.services().flight(celery_app)
     try:
         if not gate.claim(name):
             return
@@ -46,7 +46,7 @@ def kick_derived() -> None:
     """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
     broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
     global _last_kick
-    lane = runtime.lane()
+    lane = runtime.services().lane
     if lane is not None:
         lane.kick()
         return
@@ -55,6 +55,6 @@ def kick_derived() -> None:
         if at - _last_kick < KICK_INTERVAL:
             return
         _last_kick = at
-    if runtime.settings().embedder != "none":
+    if runtime.services().settings.embedder != "none":
         send_drain(EMBED_TASK, KICK_INTERVAL)
     send_drain(GRAPH_TASK, KICK_INTERVAL)

@@ -19,12 +19,13 @@ YIELD_SECONDS = 1.0
 
 @celery_app.task(name=EMBED_TASK)
 def embed() -> dict[str, int]:
-    runtime.flight(celery_app).started(EMBED_TASK)
-    settings = runtime.settings()
-    result = drains.drain_vectors(runtime.store(), runtime.vectors(), settings.embedding_batch,
+    services = runtime.services()
+    services.flight(celery_app).started(EMBED_TASK)
+    settings = services.settings
+    result = drains.drain_vectors(services.store(), services.vectors(), settings.embedding_batch,
                                   batches=BATCHES_PER_TASK,
                                   keep_observations=settings.vector_max_observations,
-                                  yield_to_capture=runtime.serves_capture())
+                                  yield_to_capture=services.serves_capture)
     if result.more and not result.failed:
         # after yielding to capture, come back a moment later: the capture tasks take the
         # worker's slots in between

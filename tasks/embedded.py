@@ -42,7 +42,7 @@ class EmbeddedWorker:
 
         # Before our own worker claims anything: every claim in the inbox belonged to the
         # previous embedded process (one per data dir), which died holding it.
-        released = inbox.release_claims(runtime.store())
+        released = inbox.release_claims(runtime.services().store())
         if released:
             log.info("released %d inbox claims left by the previous process", released)
 

@@ -20,10 +20,11 @@ YIELD_SECONDS = 1.0
 def graph_extract() -> int:
     """Drain the graph queue for a bounded number of batches; send itself again when work is
     left. Any number of these may run at once: claims are leases."""
-    runtime.flight(celery_app).started(GRAPH_TASK)
-    store = runtime.store()
+    services = runtime.services()
+    services.flight(celery_app).started(GRAPH_TASK)
+    store = services.store()
     applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES,
-                                 yield_to_capture=runtime.serves_capture())
+                                 yield_to_capture=services.serves_capture)
     with store.read() as conn:
         left = derive.pending(conn, drains.GRAPH_TARGET)
     if left and applied:

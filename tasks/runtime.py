@@ -1,12 +1,16 @@
-"""Per-process state for task bodies: the settings and a lazily opened store.
+"""What task bodies work with: one ``Services`` object per process (settings, the store, the
+vector stream, the embedded server's derived lanes, the drain gate).
 
-Opened lazily so a prefork worker's children each get their own database connections instead of
-sharing the parent's sockets across fork().
+The composition root hands it over: the embedded server installs the gateway's own services
+(``engram.cli.server``), `engram worker` installs services built from its settings
+(``engram.cli.main``). Celery calls task functions with their arguments only, so a task finds
+its services through ``services()``; a process nobody installed any in (a prefork pool's child)
+builds them from the environment on first use. The store and the vector stream open lazily, so
+each prefork child gets its own connections instead of sharing the parent's across fork().
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -22,97 +26,80 @@ if TYPE_CHECKING:
     from engram.tasks.broker import SingleFlight
     from engram.vectors import Vectors
 
-log = logging.getLogger("engram.tasks")
 
-_lock = threading.Lock()
-_settings: Settings | None = None
-_store: Store | None = None
-_vectors: Vectors | None = None
-_lane: DerivedLanes | None = None
-_flight: SingleFlight | None = None
-_serves_capture = True
+class Services:
+    """``settings``; ``store()`` and ``vectors()``, opened on first use and shared after;
+    ``lane``: the embedded server's derived lanes (derived work is kicked there instead of sent
+    as tasks), None in a worker pool; ``serves_capture``: whether this worker also takes capture
+    work (a drain task yields to waiting captures only then: in a pool that serves only
+    ``embed,graph`` yielding just slowed the drain, the graph fell 2,845 documents behind in 3
+    minutes)."""
 
+    def __init__(self, settings: Settings, store: Store | None = None,
+                 vectors: Vectors | None = None, *, lane: DerivedLanes | None = None,
+                 queues: list[str] | None = None) -> None:
+        self.settings = settings
+        self.lane = lane
+        self.serves_capture = queues is None or "capture" in queues or "observe" in queues
+        self._store = store
+        self._vectors = vectors
+        self._flight: SingleFlight | None = None
+        self._lock = threading.Lock()
 
-def serving_queues(queues: list[str]) -> None:
-    """The queues this worker process consumes (set by `engram worker` before it starts). A
-    drain task yields to waiting captures only where the same worker would take them: in a pool
-    that serves only ``embed,graph`` yielding would just slow the drain (measured: the graph fell
-    2,845 documents behind in 3 minutes, one batch a second)."""
-    global _serves_capture
-    _serves_capture = "capture" in queues or "observe" in queues
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = Store.open(self.settings.database_url)
+            return self._store
 
+    def vectors(self) -> Vectors:
+        """The vector stream (shared with the gateway in embedded mode)."""
+        from engram.vectors import Vectors
 
-def serves_capture() -> bool:
-    return _serves_capture
+        opened = self.store()
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = Vectors(self.settings, opened)
+            return self._vectors
 
+    def flight(self, app: Celery) -> SingleFlight:
+        """The gate of queued drain tasks on ``app``'s broker (``engram.tasks.broker``)."""
+        from engram.tasks.broker import single_flight
 
-def configure(settings: Settings, store: Store | None = None,
-              vectors: Vectors | None = None, lane: DerivedLanes | None = None) -> None:
-    """``lane``: the embedded server's derived lane; derived work is kicked there instead of
-    being sent as tasks."""
-    global _settings, _store, _vectors, _lane, _flight
-    with _lock:
-        _settings, _store, _vectors, _lane = settings, store, vectors, lane
-        _flight = None  # it talks to the broker of the settings it was made for
+        with self._lock:
+            if self._flight is None:
+                self._flight = single_flight(app)
+            return self._flight
 
-
-def settings() -> Settings:
-    global _settings
-    with _lock:
-        if _settings is None:
-            _settings = load_settings()
-        return _settings
-
-
-def store() -> Store:
-    global _store
-    current = settings()
-    with _lock:
-        if _store is None:
-            _store = Store.open(current.database_url)
-        return _store
-
-
-def lane() -> DerivedLanes | None:
-    """The embedded server's derived lanes, or None in a worker pool (derived work is sent as
-    tasks there)."""
-    return _lane
+    def after_fork(self) -> None:
+        """Drop inherited connections; the child opens its own on first use."""
+        with self._lock:
+            if self._store is not None:
+                self._store.engine.dispose(close=False)
+            self._vectors = None  # a Chroma client does not survive fork()
+            self._flight = None
 
 
-def flight(app: Celery) -> SingleFlight:
-    """This process's gate of queued drain tasks on ``app``'s broker (see
-    ``engram.tasks.broker.SingleFlight``); ``configure`` and a fork drop it."""
-    global _flight
-    from engram.tasks.broker import single_flight
-
-    with _lock:
-        if _flight is None:
-            _flight = single_flight(app)
-        return _flight
+_installed: Services | None = None
+_install_lock = threading.Lock()
 
 
-def reset_after_fork() -> None:
-    """Drop inherited connections; the child opens its own on first use."""
-    global _store, _vectors, _flight
-    with _lock:
-        if _store is not None:
-            _store.engine.dispose(close=False)
-        _vectors = None  # a Chroma client does not survive fork()
-        _flight = None
+def install(services: Services) -> Services:
+    """Make ``services`` the ones this process's task bodies use."""
+    global _installed
+    with _install_lock:
+        _installed = services
+    return services
 
 
-def vectors() -> Vectors:
-    """The vector stream of this process (shared with the gateway in embedded mode)."""
-    global _vectors
-    from engram.vectors import Vectors
-
-    current, opened = settings(), store()
-    with _lock:
-        if _vectors is None:
-            _vectors = Vectors(current, opened)
-        return _vectors
+def services() -> Services:
+    global _installed
+    with _install_lock:
+        if _installed is None:
+            _installed = Services(load_settings())
+        return _installed
 
 
 @worker_process_init.connect
 def _after_fork(**_: object) -> None:
-    reset_after_fork()
+    services().after_fork()

@@ -62,7 +62,8 @@ def _lost_events(reader: RedisBroker, expired: list[str]) -> tuple[list[str], bo
     including ``expired`` claims, are dropped from the broker so it never hands them back."""
     from engram.tasks.capture import observe
 
-    settings, store = runtime.settings(), runtime.store()
+    services = runtime.services()
+    settings, store = services.settings, services.store()
     claim_grace = max(settings.inbox_lease_seconds, GRACE_SECONDS)
     deliveries = reader.deliveries(observe.name)
     stale = {d.arg: d.tag for d in deliveries if d.arg in set(expired)}
@@ -89,7 +90,7 @@ def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
     """Drain tasks marked as queued that the broker no longer holds (a worker killed holding
     one, a flushed queue): their marker is released so the kick that follows sends one again,
     instead of the index waiting for the marker to expire. Returns how many were released."""
-    gate = runtime.flight(celery_app)
+    gate = runtime.services().flight(celery_app)
     released = 0
     for name, queue, pending in ((EMBED_TASK, EMBED_QUEUE, vectors),
                                  (GRAPH_TASK, GRAPH_QUEUE, graph)):
@@ -106,7 +107,8 @@ def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
 def sweep_once(starting: bool = False) -> dict[str, Any]:
     """One sweep. ``starting``: an embedded server starting, whose in-memory queue died with the
     previous process, so every waiting entry and pending summary is sent again."""
-    settings, store = runtime.settings(), runtime.store()
+    services = runtime.services()
+    settings, store = services.settings, services.store()
     result: dict[str, Any] = {"events": 0, "expiredClaims": 0, "summaries": 0,
                               "brokerRead": False}
     reader = None if starting else redis_broker(celery_app)

@@ -70,7 +70,7 @@ def api_for(gateway: Any) -> Api:
     from engram.tasks.app import configure
 
     lane = gateway.embedded.lane if gateway.embedded is not None else None
-    runtime.configure(gateway.settings, gateway.store, gateway.vectors, lane=lane)
+    runtime.install(runtime.Services(gateway.settings, gateway.store, gateway.vectors, lane=lane))
     configure(gateway.settings)
     return Api(gateway.app.test_client(), gateway.secret, gateway.store)
 

@@ -81,15 +81,12 @@ def test_drain_tasks_yield_to_waiting_capture_after_one_batch(store: Store) -> N
     assert drains.drain_graph(store, batch=10, max_batches=10) == 20  # no yield asked
 
 
-def test_drain_tasks_yield_only_where_the_worker_also_captures() -> None:
-    from engram.tasks import runtime
+def test_drain_tasks_yield_only_where_the_worker_also_captures(tmp_path: Path) -> None:
+    from engram.tasks.runtime import Services
 
-    try:
-        runtime.serving_queues(["embed", "graph"])
-        assert not runtime.serves_capture()  # a derived-only pool: nothing to yield to
-        runtime.serving_queues(["capture", "maintenance", "embed", "graph"])
-        assert runtime.serves_capture()
-        runtime.serving_queues(["observe"])  # the queue's name before 0.2
-        assert runtime.serves_capture()
-    finally:
-        runtime.serving_queues(["capture"])
+    settings = make_settings(tmp_path)
+    # a derived-only pool: nothing to yield to
+    assert not Services(settings, queues=["embed", "graph"]).serves_capture
+    assert Services(settings, queues=["capture", "maintenance", "embed", "graph"]).serves_capture
+    assert Services(settings, queues=["observe"]).serves_capture  # the queue's name before 0.2
+    assert Services(settings).serves_capture  # the embedded server's worker takes captures

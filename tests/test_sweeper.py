@@ -36,7 +36,7 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, An
                              ENGRAM_INBOX_LEASE_SECONDS="1")
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     configure(settings)
-    runtime.configure(settings, store)
+    runtime.install(runtime.Services(settings, store))
     client = redis.Redis.from_url(redis_url)
     yield settings, store, client
     client.flushdb()
@@ -44,7 +44,7 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, An
     store.close()
     embedded = make_settings(tmp_path / "after")
     configure(embedded)
-    runtime.configure(embedded)
+    runtime.install(runtime.Services(embedded))
 
 
 def accept(settings: Settings, store: Store, n: int, session: str = "s") -> str:
@@ -194,7 +194,7 @@ def test_drain_tasks_are_queued_once_however_often_asked(
         send_drain(EMBED_TASK)
         send_drain(GRAPH_TASK)
     assert (client.llen("embed"), client.llen("graph")) == (1, 1)
-    runtime.flight(celery_app).started(EMBED_TASK)  # a worker started the queued one
+    runtime.services().flight(celery_app).started(EMBED_TASK)  # a worker started the queued one
     send_drain(EMBED_TASK)
     send_drain(EMBED_TASK)
     assert client.llen("embed") == 2  # one running, one queued behind it
