@@ -23,23 +23,33 @@ writes the hook config; docs/hosts.md lists every host and event."""
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
     from engram.agents.registry import ADAPTERS
 
-    p = sub.add_parser("hook", help="capture one agent hook event (run by the host)",
-                       description=HOOK_HELP)
+    p = sub.add_parser(
+        "hook", help="capture one agent hook event (run by the host)", description=HOOK_HELP
+    )
     p.add_argument("host", metavar="HOST", help=f"one of: {', '.join(ADAPTERS)}")
-    p.add_argument("event", metavar="EVENT",
-                   help="the host's own hook event name, e.g. PostToolUse")
+    p.add_argument(
+        "event", metavar="EVENT", help="the host's own hook event name, e.g. PostToolUse"
+    )
 
-    p = sub.add_parser("capture", help="show the offline spool of hook events; --drain sends it",
-                       description="Show what the hook CLI spooled while the gateway was down, "
-                       "slow or full: events waiting, events dropped (spool full or too old) "
-                       "and events the gateway refused for good, with the reason. --drain sends "
-                       "the waiting events now, in order (replays are safe: the gateway "
-                       "deduplicates on eventId).")
+    p = sub.add_parser(
+        "capture",
+        help="show the offline spool of hook events; --drain sends it",
+        description="Show what the hook CLI spooled while the gateway was down, "
+        "slow or full: events waiting, events dropped (spool full or too old) "
+        "and events the gateway refused for good, with the reason. --drain sends "
+        "the waiting events now, in order (replays are safe: the gateway "
+        "deduplicates on eventId).",
+    )
     common(p)
     client_args(p)
     p.add_argument("--drain", action="store_true", help="send the waiting events now")
-    p.add_argument("--show", type=int, default=10, metavar="N",
-                   help="list the N oldest waiting and N newest refused events (default 10)")
+    p.add_argument(
+        "--show",
+        type=int,
+        default=10,
+        metavar="N",
+        help="list the N oldest waiting and N newest refused events (default 10)",
+    )
     return {"hook": cmd_hook, "capture": cmd_capture}
 
 
@@ -55,8 +65,13 @@ def cmd_capture(args: Any) -> int:
 
     settings = settings_for(args)
     if args.url:
-        settings = load_settings(overrides={"data_dir": settings.data_dir,
-                                            "config_dir": settings.config_dir, "url": args.url})
+        settings = load_settings(
+            overrides={
+                "data_dir": settings.data_dir,
+                "config_dir": settings.config_dir,
+                "url": args.url,
+            }
+        )
     spool = spool_for(settings)
     if args.drain:
         gateway = gateway_for(settings)
@@ -72,13 +87,18 @@ def cmd_capture(args: Any) -> int:
 
             counts = spool.drain(gateway, wait=True, progress=progress)
             assert counts is not None  # wait=True always gets the lock
-            print(f"sent {counts['sent']}, already stored {counts['duplicates']}, refused "
-                  f"{counts['rejected']}, expired {counts['expired']}, unreadable "
-                  f"{counts['unreadable']}, still waiting {counts['left']}")
+            print(
+                f"sent {counts['sent']}, already stored {counts['duplicates']}, refused "
+                f"{counts['rejected']}, expired {counts['expired']}, unreadable "
+                f"{counts['unreadable']}, still waiting {counts['left']}"
+            )
             if counts["left"]:
-                print(f"engram: the gateway at {gateway.url} did not take every event; they "
-                      "stay spooled.\n  Check it with `engram status`, then run `engram "
-                      "capture --drain` again.", file=sys.stderr)
+                print(
+                    f"engram: the gateway at {gateway.url} did not take every event; they "
+                    "stay spooled.\n  Check it with `engram status`, then run `engram "
+                    "capture --drain` again.",
+                    file=sys.stderr,
+                )
                 return 1
     print(render(spool, settings.data_dir / "spool", args.show))
     return 0
@@ -88,21 +108,26 @@ def render(spool: Any, directory: Any, show: int) -> str:
     pending = spool.pending()
     counters = spool.counters()
     rejected = spool.rejected_records()
-    lines = [f"Spool {directory}:",
-             f"  waiting:  {len(pending)} request(s)",
-             f"  dropped:  {counters['droppedFull']} (spool full, ENGRAM_SPOOL_MAX_BYTES), "
-             f"{counters['droppedExpired']} (older than ENGRAM_SPOOL_MAX_AGE_HOURS), "
-             f"{counters['unreadable']} (torn lines: a hook killed while writing)",
-             f"  refused:  {counters['rejected']} (kept in {directory / 'rejected.jsonl'})"]
+    lines = [
+        f"Spool {directory}:",
+        f"  waiting:  {len(pending)} request(s)",
+        f"  dropped:  {counters['droppedFull']} (spool full, ENGRAM_SPOOL_MAX_BYTES), "
+        f"{counters['droppedExpired']} (older than ENGRAM_SPOOL_MAX_AGE_HOURS), "
+        f"{counters['unreadable']} (torn lines: a hook killed while writing)",
+        f"  refused:  {counters['rejected']} (kept in {directory / 'rejected.jsonl'})",
+    ]
     for record in pending[:show]:
         lines.append(f"    waiting  {_when(record.get('spooledAt'))}  {_describe(record)}")
     for record in rejected[-show:]:
         reason = error_message(int(record.get("status") or 0), record.get("answer"))
-        lines.append(f"    refused  {_when(record.get('rejectedAt'))}  {_describe(record)}  "
-                     f"{reason}")
+        lines.append(
+            f"    refused  {_when(record.get('rejectedAt'))}  {_describe(record)}  {reason}"
+        )
     if pending:
-        lines.append("Send them with `engram capture --drain` (a hook also drains the spool "
-                     "after the gateway takes an event).")
+        lines.append(
+            "Send them with `engram capture --drain` (a hook also drains the spool "
+            "after the gateway takes an event)."
+        )
     return "\n".join(lines)
 
 
@@ -110,8 +135,10 @@ def _describe(record: dict[str, Any]) -> str:
     body: dict[str, Any] = record["body"] if isinstance(record.get("body"), dict) else {}
     what = body.get("hookType") or record.get("path")
     tool = f" {body['toolName']}" if body.get("toolName") else ""
-    return (f"{record.get('method')} {record.get('path')}  {body.get('host', '')} {what}{tool} "
-            f"session {body.get('sessionId', '?')}")
+    return (
+        f"{record.get('method')} {record.get('path')}  {body.get('host', '')} {what}{tool} "
+        f"session {body.get('sessionId', '?')}"
+    )
 
 
 def _when(stamp: Any) -> str:
@@ -143,6 +170,8 @@ def drain_quietly() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--drain-quietly"]:
         sys.exit(drain_quietly())
-    print("usage: python -m engram.agents.capture --drain-quietly  (use `engram capture`)",
-          file=sys.stderr)
+    print(
+        "usage: python -m engram.agents.capture --drain-quietly  (use `engram capture`)",
+        file=sys.stderr,
+    )
     sys.exit(2)

@@ -38,6 +38,7 @@ class ConnectError(Exception):
 
 # --- the record read by the transcript watcher ----------------------------------------------------
 
+
 def _read_connected(config_dir: Path) -> dict[str, Any]:
     import json
 
@@ -57,8 +58,9 @@ def hooks_connected(settings: Settings) -> set[str]:
         record = _read_connected(settings.config_dir)
     except ConnectError:
         return set()
-    return {host for host, entry in record.items() if isinstance(entry, dict)
-            and entry.get("hooks")}
+    return {
+        host for host, entry in record.items() if isinstance(entry, dict) and entry.get("hooks")
+    }
 
 
 def _write_connected(config_dir: Path, record: dict[str, Any]) -> None:
@@ -69,6 +71,7 @@ def _write_connected(config_dir: Path, record: dict[str, Any]) -> None:
 
 
 # --- planning: which files, which edits -----------------------------------------------------------
+
 
 @dataclass
 class FilePlan:
@@ -91,8 +94,9 @@ def _resolve(template: str, home: Path, project: Path) -> Path:
     return project / template[2:]
 
 
-def _path_for(part: Part, scope: str, explicit: bool, home: Path, project: Path,
-              override: Path | None) -> Path | None:
+def _path_for(
+    part: Part, scope: str, explicit: bool, home: Path, project: Path, override: Path | None
+) -> Path | None:
     if override is not None:
         return override
     if scope in part.paths:
@@ -103,8 +107,9 @@ def _path_for(part: Part, scope: str, explicit: bool, home: Path, project: Path,
     return _resolve(only, home, project)
 
 
-def plan_files(host: Host, args: argparse.Namespace, with_hooks: bool,
-               recorded: dict[str, Any] | None = None) -> list[FilePlan]:
+def plan_files(
+    host: Host, args: argparse.Namespace, with_hooks: bool, recorded: dict[str, Any] | None = None
+) -> list[FilePlan]:
     home, project = _home(), Path(args.project_dir or ".").resolve()
     explicit = args.scope is not None
     scope = args.scope or "user"
@@ -122,9 +127,11 @@ def plan_files(host: Host, args: argparse.Namespace, with_hooks: bool,
             override = hooks_config or (config if shares_file else None)
         path = _path_for(part, scope, explicit, home, project, override)
         if path is None:
-            raise ConnectError(f"{host.display} has no {scope}-scope {part.kind} config "
-                               f"(it reads {part.kind} from: {', '.join(part.paths.values())})",
-                               EXIT_USAGE)
+            raise ConnectError(
+                f"{host.display} has no {scope}-scope {part.kind} config "
+                f"(it reads {part.kind} from: {', '.join(part.paths.values())})",
+                EXIT_USAGE,
+            )
         if part.kind == "mcp":
             mcp_path = path
         plan = plans.setdefault(path, FilePlan(path, part.fmt))
@@ -139,13 +146,17 @@ def plan_files(host: Host, args: argparse.Namespace, with_hooks: bool,
             parts = [p for p in host.parts if p.kind == kind]
             if parts and Path(earlier).exists():
                 fmt = parts[0].fmt
-                plans[Path(earlier)] = FilePlan(Path(earlier), fmt,
-                                                [p for p in parts if p.fmt == fmt],
-                                                any(p.owned for p in parts))
+                plans[Path(earlier)] = FilePlan(
+                    Path(earlier),
+                    fmt,
+                    [p for p in parts if p.fmt == fmt],
+                    any(p.owned for p in parts),
+                )
     return list(plans.values())
 
 
 # --- executing a plan ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Outcome:
@@ -169,8 +180,9 @@ def _read(path: Path) -> str | None:
     except UnicodeDecodeError:
         raise ConnectError(f"{path} is not UTF-8 text; nothing was changed") from None
     except OSError as exc:
-        raise ConnectError(f"cannot read {path}: {exc.strerror or exc}; nothing was "
-                           "changed") from None
+        raise ConnectError(
+            f"cannot read {path}: {exc.strerror or exc}; nothing was changed"
+        ) from None
 
 
 def _uses_crlf(path: Path) -> bool:
@@ -182,7 +194,7 @@ def _uses_crlf(path: Path) -> bool:
     except OSError:
         return False
     end = head.find(b"\n")
-    return end > 0 and head[end - 1:end] == b"\r"
+    return end > 0 and head[end - 1 : end] == b"\r"
 
 
 def _with_line_endings(text: str, crlf: bool) -> str:
@@ -207,8 +219,9 @@ def _render(plan: FilePlan, base_text: str, data: Any, new: Any) -> tuple[str, b
         old_list = old_list if isinstance(old_list, list) else []
         new_list = new_list if isinstance(new_list, list) else []
         keep = [s for s in new_list if s in old_list]
-        rendered = formats.render_yaml_list(base_text, "mcpServers", keep,
-                                            new_list[len(keep):], new)
+        rendered = formats.render_yaml_list(
+            base_text, "mcpServers", keep, new_list[len(keep) :], new
+        )
         return rendered.text, rendered.comments_lost
     rendered = formats.render_json(base_text, new, comments=plan.fmt == "jsonc")
     return rendered.text, rendered.comments_lost
@@ -228,8 +241,9 @@ def _is_empty(plan: FilePlan, data: Any) -> bool:
     return not leftover or leftover == skeleton
 
 
-def compute(plans: list[FilePlan], ctx: Context, connect: bool,
-            created: frozenset[str] = frozenset()) -> list[Outcome]:
+def compute(
+    plans: list[FilePlan], ctx: Context, connect: bool, created: frozenset[str] = frozenset()
+) -> list[Outcome]:
     """Parse every file first (any error aborts before anything is written), then edit.
     Disconnect deletes a file only when connect created it (``created``) or it is Engram's own,
     and nothing but Engram's entries is left in it."""
@@ -241,9 +255,11 @@ def compute(plans: list[FilePlan], ctx: Context, connect: bool,
         if connect and before is None:
             for part in plan.parts:
                 if part.refuse_if and (plan.path.parent / part.refuse_if).exists():
-                    raise ConnectError(f"{plan.path} does not exist but "
-                                       f"{plan.path.parent / part.refuse_if} does: "
-                                       f"{part.refuse_why}")
+                    raise ConnectError(
+                        f"{plan.path} does not exist but "
+                        f"{plan.path.parent / part.refuse_if} does: "
+                        f"{part.refuse_why}"
+                    )
         if not connect and before is None:
             outcomes.append(Outcome(plan, None, None))
             continue
@@ -254,18 +270,20 @@ def compute(plans: list[FilePlan], ctx: Context, connect: bool,
             for part in plan.parts:
                 new = (part.add if connect else part.remove)(new, ctx)
         except formats.ConfigSyntaxError as exc:
-            raise ConnectError(f"{plan.path}: {exc}; the file was not changed (fix it, or "
-                               "restore it from a backup, and run again)") from None
+            raise ConnectError(
+                f"{plan.path}: {exc}; the file was not changed (fix it, or "
+                "restore it from a backup, and run again)"
+            ) from None
         after: str | None
         if not connect and (plan.owned or str(plan.path) in created) and _is_empty(plan, new):
             after, lost = None, False
         else:
             after, lost = _render(plan, base_text, data, new)
-            if before is not None and formats.load(plan.fmt, after) == data and \
-                    plan.fmt != "toml":
+            if before is not None and formats.load(plan.fmt, after) == data and plan.fmt != "toml":
                 after = before  # same content: leave the bytes alone
-        outcomes.append(Outcome(plan, before, after, lost,
-                                crlf=before is not None and _uses_crlf(plan.path)))
+        outcomes.append(
+            Outcome(plan, before, after, lost, crlf=before is not None and _uses_crlf(plan.path))
+        )
     return outcomes
 
 
@@ -274,12 +292,17 @@ def _diff(outcome: Outcome) -> str:
 
     before = (outcome.before or "").splitlines(keepends=True)
     after = (outcome.after or "").splitlines(keepends=True)
-    lines = list(difflib.unified_diff(
-        before, after,
-        fromfile=str(outcome.plan.path) if outcome.before is not None else "/dev/null",
-        tofile=str(outcome.plan.path) if outcome.after is not None else "/dev/null"))
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)
+    lines = list(
+        difflib.unified_diff(
+            before,
+            after,
+            fromfile=str(outcome.plan.path) if outcome.before is not None else "/dev/null",
+            tofile=str(outcome.plan.path) if outcome.after is not None else "/dev/null",
+        )
+    )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -337,6 +360,7 @@ def apply(outcomes: list[Outcome], stamp: str) -> list[tuple[Outcome, Path | Non
 
 # --- the commands ---------------------------------------------------------------------------------------
 
+
 def _engram_executable() -> str:
     """The `engram` on PATH, else the one beside this interpreter (a venv not on PATH: hosts
     start hooks with their own PATH, so a bare name that only works in this shell would fail)."""
@@ -352,8 +376,12 @@ def _engram_executable() -> str:
 def _context(host: Host, recorded: dict[str, Any] | None) -> Context:
     from engram.agents.hostconfig.hosts import Context, events_for
 
-    return Context(_engram_executable(), host.name, events_for(host.name),
-                   recorded=tuple((recorded or {}).get("added") or ()))
+    return Context(
+        _engram_executable(),
+        host.name,
+        events_for(host.name),
+        recorded=tuple((recorded or {}).get("added") or ()),
+    )
 
 
 def _host(name: str | None) -> Host:
@@ -361,8 +389,10 @@ def _host(name: str | None) -> Host:
 
     host = host_named(name or "")
     if host is None:
-        raise ConnectError(f"unknown host {name!r}; supported: {', '.join(HOSTS)} "
-                           "(see `engram connect --list`)", EXIT_USAGE)
+        raise ConnectError(
+            f"unknown host {name!r}; supported: {', '.join(HOSTS)} (see `engram connect --list`)",
+            EXIT_USAGE,
+        )
     return host
 
 
@@ -377,8 +407,9 @@ def _labels(plan: FilePlan, connect: bool, ctx: Context) -> str:
     return " + ".join(kinds) or "entries"
 
 
-def _report(done: list[tuple[Outcome, Path | None]], ctx: Context, connect: bool,
-            dry_run: bool) -> None:
+def _report(
+    done: list[tuple[Outcome, Path | None]], ctx: Context, connect: bool, dry_run: bool
+) -> None:
     for outcome, backup in done:
         path, what = outcome.plan.path, _labels(outcome.plan, connect, ctx)
         if not outcome.changed:
@@ -388,15 +419,19 @@ def _report(done: list[tuple[Outcome, Path | None]], ctx: Context, connect: bool
         if dry_run:
             print(_diff(outcome), end="")
             if outcome.comments_lost:
-                print(f"note: {path} has comments that cannot be kept in this edit; the "
-                      "file would be rewritten without them (a backup is made first)")
+                print(
+                    f"note: {path} has comments that cannot be kept in this edit; the "
+                    "file would be rewritten without them (a backup is made first)"
+                )
             continue
-        verb = ("created" if outcome.before is None else "updated") if connect else \
-            ("deleted" if outcome.after is None else "cleaned")
+        verb = (
+            ("created" if outcome.before is None else "updated")
+            if connect
+            else ("deleted" if outcome.after is None else "cleaned")
+        )
         action = f"added {what}" if connect else f"removed Engram's {what}"
         tail = f"; backup {backup}" if backup else ""
-        lost = "; its comments could not be kept (see the backup)" \
-            if outcome.comments_lost else ""
+        lost = "; its comments could not be kept (see the backup)" if outcome.comments_lost else ""
         print(f"{verb:<10} {path}: {action}{tail}{lost}")
 
 
@@ -438,8 +473,10 @@ def _run(args: argparse.Namespace, connect: bool) -> int:
         if args.dry_run:
             _report([(o, None) for o in outcomes], ctx, connect, dry_run=True)
             changed = any(o.changed for o in outcomes)
-            print(f"dry run: {'nothing would change' if not changed else 'nothing written'}"
-                  f" for {host.display}")
+            print(
+                f"dry run: {'nothing would change' if not changed else 'nothing written'}"
+                f" for {host.display}"
+            )
             return EXIT_OK
         done = apply(outcomes, stamp)
         _report(done, ctx, connect, dry_run=False)
@@ -448,14 +485,15 @@ def _run(args: argparse.Namespace, connect: bool) -> int:
         print(f"engram: {exc}", file=sys.stderr)
         return exc.code
     except OSError as exc:
-        print(f"engram: cannot write {exc.filename or ''}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(f"engram: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_FAILURE
     changed = any(o.changed for o in outcomes)
     if connect:
-        print(f"{host.display}: {'connected' if changed else 'already connected; nothing changed'}"
-              f"{' (MCP server + hooks)' if with_hooks else ' (MCP server)'}."
-              + (f" Restart {host.display} to load it." if changed else ""))
+        print(
+            f"{host.display}: {'connected' if changed else 'already connected; nothing changed'}"
+            f"{' (MCP server + hooks)' if with_hooks else ' (MCP server)'}."
+            + (f" Restart {host.display} to load it." if changed else "")
+        )
         if host.note:
             print(f"note: {host.note}")
     else:
@@ -463,9 +501,16 @@ def _run(args: argparse.Namespace, connect: bool) -> int:
     return EXIT_OK
 
 
-def _update_record(config_dir: Path, record: dict[str, Any], host: Host,
-                   outcomes: list[Outcome], ctx: Context, connect: bool, with_hooks: bool,
-                   at: str) -> None:
+def _update_record(
+    config_dir: Path,
+    record: dict[str, Any],
+    host: Host,
+    outcomes: list[Outcome],
+    ctx: Context,
+    connect: bool,
+    with_hooks: bool,
+    at: str,
+) -> None:
     if not connect:
         if host.name in record:
             del record[host.name]
@@ -476,16 +521,21 @@ def _update_record(config_dir: Path, record: dict[str, Any], host: Host,
     plans = [o.plan for o in outcomes]
     created = {str(o.plan.path) for o in outcomes if o.before is None and o.changed}
     mcp = next(str(p.path) for p in plans if any(part.kind == "mcp" for part in p.parts))
-    hooks_files = [str(p.path) for p in plans
-                   if any(part.kind == "hooks" and not part.flag for part in p.parts)]
-    entry = {"mcp": mcp,
-             "hooks": (hooks_files[0] if hooks_files else None) if with_hooks
-             else previous.get("hooks"),
-             "at": at,
-             "added": sorted(set(ctx.added) if with_hooks else set(previous.get("added") or ())),
-             "created": sorted(created | set(previous.get("created") or ()))}
-    if {k: v for k, v in previous.items() if k != "at"} != \
-            {k: v for k, v in entry.items() if k != "at"}:
+    hooks_files = [
+        str(p.path)
+        for p in plans
+        if any(part.kind == "hooks" and not part.flag for part in p.parts)
+    ]
+    entry = {
+        "mcp": mcp,
+        "hooks": (hooks_files[0] if hooks_files else None) if with_hooks else previous.get("hooks"),
+        "at": at,
+        "added": sorted(set(ctx.added) if with_hooks else set(previous.get("added") or ())),
+        "created": sorted(created | set(previous.get("created") or ())),
+    }
+    if {k: v for k, v in previous.items() if k != "at"} != {
+        k: v for k, v in entry.items() if k != "at"
+    }:
         record[host.name] = entry
         _write_connected(config_dir, record)
 
@@ -504,8 +554,11 @@ def list_hosts() -> str:
             lines.append(f"  {'':<12}   {label} {where}")
         if host.note:
             lines.append(f"  {'':<12}   note:  {host.note}")
-    lines += ["", "Hooks are written only with --with-hooks. The exact entries, and how to take",
-              "them out by hand, are in docs/connect.md."]
+    lines += [
+        "",
+        "Hooks are written only with --with-hooks. The exact entries, and how to take",
+        "them out by hand, are in docs/connect.md.",
+    ]
     return "\n".join(lines)
 
 
@@ -536,41 +589,74 @@ class _ConnectHelp(argparse.RawDescriptionHelpFormatter):
 
 
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
-    p = sub.add_parser("connect", help="add Engram's MCP server (and hooks) to an agent host",
-                       description="Write Engram's MCP server entry (`engram mcp`) into the\n"
-                       "config file(s) of an agent host and, with --with-hooks, its hook\n"
-                       "commands (`engram hook <host> <event>`). User entries, comments and\n"
-                       "formatting are kept; a second run changes nothing.",
-                       epilog=_HOSTS_EPILOG, formatter_class=_ConnectHelp)
+    p = sub.add_parser(
+        "connect",
+        help="add Engram's MCP server (and hooks) to an agent host",
+        description="Write Engram's MCP server entry (`engram mcp`) into the\n"
+        "config file(s) of an agent host and, with --with-hooks, its hook\n"
+        "commands (`engram hook <host> <event>`). User entries, comments and\n"
+        "formatting are kept; a second run changes nothing.",
+        epilog=_HOSTS_EPILOG,
+        formatter_class=_ConnectHelp,
+    )
     common(p)
     _host_args(p)
-    p.add_argument("--with-hooks", action="store_true",
-                   help="also register Engram's hook commands (capture sessions as they happen)")
-    p.add_argument("--list", action="store_true",
-                   help="list the supported hosts and the files each one gets, then exit")
+    p.add_argument(
+        "--with-hooks",
+        action="store_true",
+        help="also register Engram's hook commands (capture sessions as they happen)",
+    )
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the supported hosts and the files each one gets, then exit",
+    )
 
-    p = sub.add_parser("disconnect", help="remove what `engram connect` added to a host",
-                       description="Remove Engram's MCP server entry and hook commands from a "
-                       "host's config files (recognised by the server name 'engram' and by "
-                       "commands starting with `engram hook`), keeping everything else. Files "
-                       "are backed up first; see docs/connect.md.")
+    p = sub.add_parser(
+        "disconnect",
+        help="remove what `engram connect` added to a host",
+        description="Remove Engram's MCP server entry and hook commands from a "
+        "host's config files (recognised by the server name 'engram' and by "
+        "commands starting with `engram hook`), keeping everything else. Files "
+        "are backed up first; see docs/connect.md.",
+    )
     common(p)
     _host_args(p, required=True)
     return {"connect": cmd_connect, "disconnect": cmd_disconnect}
 
 
 def _host_args(p: argparse.ArgumentParser, required: bool = False) -> None:
-    p.add_argument("host", nargs=None if required else "?", metavar="HOST",
-                   help="claude-code, codex, cursor, gemini-cli, copilot-cli, opencode, zed, "
-                        "continue, windsurf or kimi")
-    p.add_argument("--scope", choices=("user", "project"), default=None,
-                   help="user: the files in your home directory (default); project: the files "
-                        "in the project directory, where the host has them")
-    p.add_argument("--project-dir", metavar="DIR",
-                   help="project directory for --scope project (default: current directory)")
-    p.add_argument("--config", metavar="PATH",
-                   help="write the MCP server entry to this file instead of the host's default")
-    p.add_argument("--hooks-config", metavar="PATH",
-                   help="write the hooks to this file instead of the host's default")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print a unified diff of what would change; write nothing")
+    p.add_argument(
+        "host",
+        nargs=None if required else "?",
+        metavar="HOST",
+        help="claude-code, codex, cursor, gemini-cli, copilot-cli, opencode, zed, "
+        "continue, windsurf or kimi",
+    )
+    p.add_argument(
+        "--scope",
+        choices=("user", "project"),
+        default=None,
+        help="user: the files in your home directory (default); project: the files "
+        "in the project directory, where the host has them",
+    )
+    p.add_argument(
+        "--project-dir",
+        metavar="DIR",
+        help="project directory for --scope project (default: current directory)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="PATH",
+        help="write the MCP server entry to this file instead of the host's default",
+    )
+    p.add_argument(
+        "--hooks-config",
+        metavar="PATH",
+        help="write the hooks to this file instead of the host's default",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print a unified diff of what would change; write nothing",
+    )

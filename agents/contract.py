@@ -29,20 +29,22 @@ TYPE_CHECKING = False  # typing costs the hook ~2 ms to import
 if TYPE_CHECKING:
     from typing import Any
 
-KINDS = frozenset({
-    "session_start",   # a session begins or resumes: the hook injects the context block
-    "prompt",          # the user's prompt, before the agent works on it
-    "tool_pre",        # a tool is about to run (input only)
-    "tool_post",       # a tool ran (input and output)
-    "tool_failure",    # a tool ran and failed
-    "file_edit",       # the agent edited a file (hosts that report edits apart from tools)
-    "agent_response",  # the agent's answer at the end of a turn
-    "subagent_stop",   # a subagent finished
-    "compact",         # the host is about to compact its context
-    "notification",    # the host notified the user (permission asked, idle, ...)
-    "session_end",     # the session ended: the hook also asks for its summary
-    "other",
-})
+KINDS = frozenset(
+    {
+        "session_start",  # a session begins or resumes: the hook injects the context block
+        "prompt",  # the user's prompt, before the agent works on it
+        "tool_pre",  # a tool is about to run (input only)
+        "tool_post",  # a tool ran (input and output)
+        "tool_failure",  # a tool ran and failed
+        "file_edit",  # the agent edited a file (hosts that report edits apart from tools)
+        "agent_response",  # the agent's answer at the end of a turn
+        "subagent_stop",  # a subagent finished
+        "compact",  # the host is about to compact its context
+        "notification",  # the host notified the user (permission asked, idle, ...)
+        "session_end",  # the session ended: the hook also asks for its summary
+        "other",
+    }
+)
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
 """Ids from stdin: letters, digits and ``._:@+=-``; no slash, no ``..``, no control characters."""
@@ -56,9 +58,25 @@ class HookEvent:
     """One hook call from any host, normalised. Only ``host``, ``hook`` and ``kind`` are always
     set; ``session_id`` and ``project`` are filled by ``finish`` when the adapter had none."""
 
-    __slots__ = ("host", "hook", "kind", "session_id", "turn_id", "tool_use_id", "cwd",
-                 "project", "tool_name", "tool_input", "tool_output", "prompt", "message",
-                 "error", "transcript_path", "timestamp", "subagent_id")
+    __slots__ = (
+        "host",
+        "hook",
+        "kind",
+        "session_id",
+        "turn_id",
+        "tool_use_id",
+        "cwd",
+        "project",
+        "tool_name",
+        "tool_input",
+        "tool_output",
+        "prompt",
+        "message",
+        "error",
+        "transcript_path",
+        "timestamp",
+        "subagent_id",
+    )
 
     host: str
     hook: str
@@ -97,6 +115,7 @@ class HookEvent:
 
 # --- validation of what came from stdin ------------------------------------------------------
 
+
 def valid_id(value: Any, field: str) -> str | None:
     """An id from the payload, or None when absent; BadPayload when it is not a safe id."""
     if value is None or value == "":
@@ -106,8 +125,10 @@ def valid_id(value: Any, field: str) -> str | None:
     if not isinstance(value, str):
         raise BadPayload(f"{field} must be a string, got {type(value).__name__}")
     if len(value) > MAX_ID_CHARS or not _ID.fullmatch(value) or ".." in value:
-        raise BadPayload(f"{field} is not a safe id (letters, digits and ._:@+=- only, at most "
-                         f"{MAX_ID_CHARS} characters): {value[:60]!r}")
+        raise BadPayload(
+            f"{field} is not a safe id (letters, digits and ._:@+=- only, at most "
+            f"{MAX_ID_CHARS} characters): {value[:60]!r}"
+        )
     return value
 
 
@@ -157,6 +178,7 @@ def mcp_tool_name(server: str, tool: str) -> str:
 
 # --- project and ids ---------------------------------------------------------------------------
 
+
 def project_for(cwd: str | None, configured: str = "") -> str:
     """The project an event belongs to: the configured name, else the name of the git repository
     holding ``cwd`` (its top folder), else ``cwd``'s own folder name."""
@@ -190,9 +212,19 @@ def event_id(event: HookEvent, fallback_time: float) -> str:
     if event.turn_id and event.kind in ("prompt", "agent_response"):
         return _bounded(f"{event.host}:{event.session_id}:{event.hook}:turn:{event.turn_id}")
     when = event.timestamp if event.timestamp is not None else fallback_time
-    return derived_event_id(event.session_id, event.hook, when,
-                            [event.tool_name, event.tool_input, event.tool_output, event.prompt,
-                             event.message, event.error])
+    return derived_event_id(
+        event.session_id,
+        event.hook,
+        when,
+        [
+            event.tool_name,
+            event.tool_input,
+            event.tool_output,
+            event.prompt,
+            event.message,
+            event.error,
+        ],
+    )
 
 
 def _bounded(event_id: str) -> str:
@@ -201,7 +233,7 @@ def _bounded(event_id: str) -> str:
     if len(event_id) <= MAX_ID_CHARS:
         return event_id
     digest = sha256(event_id.encode("utf-8")).hexdigest()[:32]
-    return f"{event_id[:MAX_ID_CHARS - 33]}#{digest}"
+    return f"{event_id[: MAX_ID_CHARS - 33]}#{digest}"
 
 
 def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:
@@ -214,12 +246,19 @@ def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:
     elif event.error and event.kind == "tool_failure":
         output = {"output": output, "error": event.error}
     body: dict[str, Any] = {
-        "eventId": event_id_, "sessionId": event.session_id, "project": event.project,
-        "host": event.host, "hookType": event.hook,
+        "eventId": event_id_,
+        "sessionId": event.session_id,
+        "project": event.project,
+        "host": event.host,
+        "hookType": event.hook,
     }
-    for key, value in (("toolName", event.tool_name), ("toolInput", event.tool_input),
-                       ("toolOutput", output), ("prompt", event.prompt),
-                       ("timestamp", event.timestamp)):
+    for key, value in (
+        ("toolName", event.tool_name),
+        ("toolInput", event.tool_input),
+        ("toolOutput", output),
+        ("prompt", event.prompt),
+        ("timestamp", event.timestamp),
+    ):
         if value is not None:
             body[key] = value
     return body

@@ -57,8 +57,10 @@ def main(argv: list[str]) -> int:
         print(USAGE.format(hosts=", ".join(ADAPTERS)), file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     if sys.stdin is None or sys.stdin.isatty():
-        print("engram hook: expects the host's JSON payload on stdin (see `engram hook --help`)",
-              file=sys.stderr)
+        print(
+            "engram hook: expects the host's JSON payload on stdin (see `engram hook --help`)",
+            file=sys.stderr,
+        )
         return 2
     host, hook = argv
     try:
@@ -131,12 +133,16 @@ def _complete(event: HookEvent, settings: Settings, started: float) -> None:
     limit = settings.capture_max_output_chars
     output = event.tool_output
     if output is not None:
-        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False,
-                                                                   default=str)
+        text = (
+            output
+            if isinstance(output, str)
+            else json.dumps(output, ensure_ascii=False, default=str)
+        )
         if len(text) > limit:
             keep = max(limit // 2 - 40, 1)
-            event.tool_output = (f"{text[:keep]}\n… [{len(text) - 2 * keep} chars omitted] …\n"
-                                 f"{text[-keep:]}")
+            event.tool_output = (
+                f"{text[:keep]}\n… [{len(text) - 2 * keep} chars omitted] …\n{text[-keep:]}"
+            )
 
 
 def _captured(event: HookEvent, settings: Settings) -> bool:
@@ -157,14 +163,30 @@ def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]
     from engram.agents.contract import event_id, observe_body
 
     if event.kind == "session_start":
-        return [{"method": "POST", "path": "/v1/sessions", "body": {
-            "sessionId": event.session_id, "project": event.project, "cwd": event.cwd,
-            "host": event.host, "timestamp": event.timestamp}}]
-    observe = {"method": "POST", "path": "/v1/observe",
-               "body": observe_body(event, event_id(event, fallback_time))}
+        return [
+            {
+                "method": "POST",
+                "path": "/v1/sessions",
+                "body": {
+                    "sessionId": event.session_id,
+                    "project": event.project,
+                    "cwd": event.cwd,
+                    "host": event.host,
+                    "timestamp": event.timestamp,
+                },
+            }
+        ]
+    observe = {
+        "method": "POST",
+        "path": "/v1/observe",
+        "body": observe_body(event, event_id(event, fallback_time)),
+    }
     if event.kind == "session_end":
-        end = {"method": "POST", "path": f"/v1/sessions/{event.session_id}/end",
-               "body": {"project": event.project, "host": event.host, "cwd": event.cwd}}
+        end = {
+            "method": "POST",
+            "path": f"/v1/sessions/{event.session_id}/end",
+            "body": {"project": event.project, "host": event.host, "cwd": event.cwd},
+        }
         return [observe, end]
     return [observe]
 
@@ -192,8 +214,9 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
     context = None
     for index, request in enumerate(requests):
         try:
-            status, answer = gateway.send(request["method"], request["path"], request["body"],
-                                          deadline)
+            status, answer = gateway.send(
+                request["method"], request["path"], request["body"], deadline
+            )
         except Unreachable:
             status, answer = 0, None
         if 200 <= status < 300:
@@ -201,16 +224,26 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
                 context = answer["context"]
             continue
         if status in PERMANENT:
-            _report(settings, event.host, event.hook, f"the gateway refused the event "
-                    f"({error_message(status, answer)}); kept in the spool's rejected list "
-                    "(`engram capture`)")
+            _report(
+                settings,
+                event.host,
+                event.hook,
+                f"the gateway refused the event "
+                f"({error_message(status, answer)}); kept in the spool's rejected list "
+                "(`engram capture`)",
+            )
             spool_for(settings).reject(request, status, answer)
             continue
         # down, slow, 401, 503 (inbox full), 5xx: keep this and the rest for later
         spool_for(settings).append(requests[index:])
         if status == 401:
-            _report(settings, event.host, event.hook, "the gateway refused the secret (HTTP "
-                    "401); the event was spooled. Set ENGRAM_SECRET to the server's secret.")
+            _report(
+                settings,
+                event.host,
+                event.hook,
+                "the gateway refused the secret (HTTP "
+                "401); the event was spooled. Set ENGRAM_SECRET to the server's secret.",
+            )
         return context
     if waiting:  # the gateway answers again: send what waited (a session start got here)
         _drain_in_background()
@@ -247,8 +280,9 @@ def gateway_for(settings: Settings) -> GatewayLink:
 def spool_for(settings: Settings) -> Spool:
     from engram.agents.spool import Spool
 
-    return Spool(settings.data_dir / "spool", settings.spool_max_bytes,
-                 settings.spool_max_age_hours * 3600)
+    return Spool(
+        settings.data_dir / "spool", settings.spool_max_bytes, settings.spool_max_age_hours * 3600
+    )
 
 
 def _drain_in_background() -> None:
@@ -260,9 +294,14 @@ def _drain_in_background() -> None:
     if spawn is None:  # Windows
         import subprocess
 
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # noqa: S603
-                         stderr=subprocess.DEVNULL, close_fds=True,
-                         creationflags=getattr(subprocess, "DETACHED_PROCESS", 0))
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # noqa: S603
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            creationflags=getattr(subprocess, "DETACHED_PROCESS", 0),
+        )
         return
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     spawn(sys.executable, argv, os.environ, file_actions=null, setsid=True)
@@ -277,8 +316,7 @@ def _report(settings: Settings | None, host: str, hook: str, message: str) -> No
     try:
         directory = settings.data_dir / "spool"
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(directory / "hook-errors.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                     0o600)
+        fd = os.open(directory / "hook-errors.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as log:
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
     except OSError as exc:

@@ -75,8 +75,12 @@ class ProxyBackend:
         from engram.client import Client
         from engram.secret import client_secret
 
-        self.client = Client(settings.gateway_url, client_secret(settings),
-                             explicit_secret=bool(settings.secret), timeout=30.0)
+        self.client = Client(
+            settings.gateway_url,
+            client_secret(settings),
+            explicit_secret=bool(settings.secret),
+            timeout=30.0,
+        )
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, str]:
         status, answer = self.client.request(method, path, body)  # raises Unreachable
@@ -128,7 +132,7 @@ class FallbackBackend:
         url = self.settings.database_url
         if not url.startswith("sqlite:///"):
             return True
-        return os.path.exists(url[len("sqlite:///"):])
+        return os.path.exists(url[len("sqlite:///") :])
 
     def _local(self) -> AppBackend:
         with self.lock:
@@ -146,14 +150,20 @@ Backend = AppBackend | ProxyBackend | FallbackBackend
 
 # --- argument types, each described for the agent that fills it in ---------------------------
 
-Project = Annotated[str | None, Field(
-    description="Project name. Omit it: it defaults to the repository this server runs in.",
-    max_length=200)]
-Query = Annotated[str, Field(description="What to look for, in words.", min_length=1,
-                             max_length=4000)]
+Project = Annotated[
+    str | None,
+    Field(
+        description="Project name. Omit it: it defaults to the repository this server runs in.",
+        max_length=200,
+    ),
+]
+Query = Annotated[
+    str, Field(description="What to look for, in words.", min_length=1, max_length=4000)
+]
 Limit = Annotated[int, Field(description="How many results at most.", ge=1, le=100)]
-Cursor = Annotated[str | None, Field(
-    description="nextCursor from the previous page, to continue a list.")]
+Cursor = Annotated[
+    str | None, Field(description="nextCursor from the previous page, to continue a list.")
+]
 
 
 Registrar = Callable[..., Callable[[Callable[..., Any]], Any]]
@@ -166,8 +176,13 @@ ProjectOf = Callable[..., str]
 """``project_of(project, error=ToolError)``: the project a tool acts on."""
 
 
-def build_server(backend: Backend, *, settings: Settings | None = None,
-                 tools: str = "core", local_client: bool = True) -> MCPServer:
+def build_server(
+    backend: Backend,
+    *,
+    settings: Settings | None = None,
+    tools: str = "core",
+    local_client: bool = True,
+) -> MCPServer:
     """The MCP server over ``backend``. ``tools`` is ENGRAM_MCP_TOOLS: core or all.
     ``local_client``: the client runs where this server runs (stdio), so a tool called without
     ``project`` means the repository this server was started in. Over HTTP the server's folder
@@ -176,8 +191,14 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
     configured = settings.project if settings else ""
     default_project = configured or (project_for(os.getcwd()) if local_client else "")
 
-    def call(method: str, path: str, body: Any = None, *, missing_ok: bool = False,
-             error: Callable[[str], Exception] = ToolError) -> tuple[Any, str]:
+    def call(
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        missing_ok: bool = False,
+        error: Callable[[str], Exception] = ToolError,
+    ) -> tuple[Any, str]:
         """The REST answer and the mode that gave it; a refusal raises ``error`` with the API's
         message (a 404 becomes None with ``missing_ok``)."""
         try:
@@ -194,16 +215,20 @@ def build_server(backend: Backend, *, settings: Settings | None = None,
         if project and project.strip():
             return project.strip()
         if not default_project:
-            raise error("project is required: name the project (over HTTP there is no "
-                        "working directory to take it from)")
+            raise error(
+                "project is required: name the project (over HTTP there is no "
+                "working directory to take it from)"
+            )
         return default_project
 
     def tool(name: str, *, core: bool = False) -> Callable[[Callable[..., Any]], Any]:
         """Register the function as a tool when the configured set includes it."""
+
         def register(fn: Callable[..., Any]) -> Any:
             if core or tools == "all":
                 server.tool(name=name, description=(fn.__doc__ or "").strip())(fn)
             return fn
+
         return register
 
     for group in (_core_tools, _session_tools, _memory_tools, _admin_tools):
@@ -217,19 +242,34 @@ def _core_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
 
     @tool("save_memory", core=True)
     def save_memory(
-        content: Annotated[str, Field(description="The fact, decision or lesson, written to be "
-                                      "understood without this conversation.", min_length=1,
-                                      max_length=20_000)],
+        content: Annotated[
+            str,
+            Field(
+                description="The fact, decision or lesson, written to be "
+                "understood without this conversation.",
+                min_length=1,
+                max_length=20_000,
+            ),
+        ],
         project: Project = None,
-        scope: Annotated[str, Field(description='"project" (default) or "global" for what holds '
-                                    "in every project.", max_length=64)] = "project",
+        scope: Annotated[
+            str,
+            Field(
+                description='"project" (default) or "global" for what holds in every project.',
+                max_length=64,
+            ),
+        ] = "project",
         concepts: Annotated[list[str] | None, Field(description="Keywords it is about.")] = None,
     ) -> dict[str, Any]:
         """Save something the next sessions should know: a decision and why, a lesson from a
         failure, a convention, a fact about the codebase. Saved memories are searched first and
         injected at session start. Returns the memory with its id."""
-        body = {"content": content, "project": project_of(project), "scope": scope,
-                "concepts": concepts or []}
+        body = {
+            "content": content,
+            "project": project_of(project),
+            "scope": scope,
+            "concepts": concepts or [],
+        }
         answer, mode = call("POST", "/v1/memories", body)
         return {"mode": mode, "memory": answer}
 
@@ -250,11 +290,19 @@ def _core_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
     @tool("get_context", core=True)
     def get_context(
         project: Project = None,
-        query: Annotated[str | None, Field(description="The task at hand, to pick relevant "
-                                           "memories.", max_length=4000)] = None,
-        budget_tokens: Annotated[int | None, Field(
-            description="Size of the block in tokens; the gateway's ENGRAM_CONTEXT_BUDGET_TOKENS "
-                        "when omitted.", ge=100, le=20_000)] = None,
+        query: Annotated[
+            str | None,
+            Field(description="The task at hand, to pick relevant memories.", max_length=4000),
+        ] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Field(
+                description="Size of the block in tokens; the gateway's ENGRAM_CONTEXT_BUDGET_TOKENS "
+                "when omitted.",
+                ge=100,
+                le=20_000,
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """The memory block a new session starts with: the project profile, memories relevant to
         the task, the last session's summary and its open items, within a token budget. Call it
@@ -265,14 +313,25 @@ def _core_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
         if query:
             body["query"] = query
         answer, mode = call("POST", "/v1/context", body)
-        return {"mode": mode, "context": answer.get("context"), "tokens": answer.get("tokens"),
-                "budgetTokens": answer.get("budgetTokens"), "items": answer.get("items"),
-                "omitted": answer.get("omitted")}
+        return {
+            "mode": mode,
+            "context": answer.get("context"),
+            "tokens": answer.get("tokens"),
+            "budgetTokens": answer.get("budgetTokens"),
+            "items": answer.get("items"),
+            "omitted": answer.get("omitted"),
+        }
 
     @tool("get_observations", core=True)
     def get_observations(
-        ids: Annotated[list[str], Field(description="Observation ids (obs_...) from search, "
-                                        "recall or a timeline.", min_length=1, max_length=20)],
+        ids: Annotated[
+            list[str],
+            Field(
+                description="Observation ids (obs_...) from search, recall or a timeline.",
+                min_length=1,
+                max_length=20,
+            ),
+        ],
     ) -> dict[str, Any]:
         """The full record of observations by id: the tool call's input and output, the prompt,
         files read and changed, commands, errors. Use it after search or recall."""
@@ -280,8 +339,7 @@ def _core_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
         missing: list[str] = []
         mode = ""
         for ident in ids:
-            answer, mode = call("GET", f"/v1/observations/{quote(ident, safe='')}",
-                                missing_ok=True)
+            answer, mode = call("GET", f"/v1/observations/{quote(ident, safe='')}", missing_ok=True)
             if answer is None:
                 missing.append(ident)
             else:
@@ -300,19 +358,23 @@ def _session_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None
     """Sessions, files and projects (ENGRAM_MCP_TOOLS=all)."""
 
     @tool("list_sessions")
-    def list_sessions(project: Project = None, limit: Limit = 20,
-                      cursor: Cursor = None) -> dict[str, Any]:
+    def list_sessions(
+        project: Project = None, limit: Limit = 20, cursor: Cursor = None
+    ) -> dict[str, Any]:
         """Past sessions of the project, newest first, with their summaries. Returns items and
         nextCursor."""
-        answer, mode = call("GET", "/v1/sessions?" + _query(project=project_of(project),
-                                                             limit=limit, cursor=cursor))
+        answer, mode = call(
+            "GET", "/v1/sessions?" + _query(project=project_of(project), limit=limit, cursor=cursor)
+        )
         return {"mode": mode, **answer}
 
     @tool("session_timeline")
     def session_timeline(
-        session_id: Annotated[str, Field(description="The session's id.", min_length=1,
-                                         max_length=200)],
-        limit: Limit = 50, cursor: Cursor = None,
+        session_id: Annotated[
+            str, Field(description="The session's id.", min_length=1, max_length=200)
+        ],
+        limit: Limit = 50,
+        cursor: Cursor = None,
     ) -> dict[str, Any]:
         """What happened in one session, in order: prompts, tool calls, edits, errors."""
         path = f"/v1/sessions/{quote(session_id, safe='')}/observations?"
@@ -321,14 +383,25 @@ def _session_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None
 
     @tool("file_history")
     def file_history(
-        path: Annotated[str, Field(description="A file path, absolute or relative to the "
-                                   "repository (app/login.py).", min_length=1, max_length=4096)],
-        project: Project = None, limit: Limit = 20, cursor: Cursor = None,
+        path: Annotated[
+            str,
+            Field(
+                description="A file path, absolute or relative to the repository (app/login.py).",
+                min_length=1,
+                max_length=4096,
+            ),
+        ],
+        project: Project = None,
+        limit: Limit = 20,
+        cursor: Cursor = None,
     ) -> dict[str, Any]:
         """Every recorded read and change of a file, newest first: who touched it, why, what
         broke. Use it before changing a file with a history."""
-        answer, mode = call("GET", "/v1/files/history?" + _query(
-            path=path, project=project_of(project), limit=limit, cursor=cursor))
+        answer, mode = call(
+            "GET",
+            "/v1/files/history?"
+            + _query(path=path, project=project_of(project), limit=limit, cursor=cursor),
+        )
         return {"mode": mode, **answer}
 
     @tool("project_profile")
@@ -343,34 +416,52 @@ def _memory_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
     """Memories and the knowledge graph (ENGRAM_MCP_TOOLS=all)."""
 
     @tool("list_memories")
-    def list_memories(project: Project = None, query: Annotated[str | None, Field(
-            description="Only memories matching these words.", max_length=4000)] = None,
-            limit: Limit = 20, cursor: Cursor = None) -> dict[str, Any]:
+    def list_memories(
+        project: Project = None,
+        query: Annotated[
+            str | None, Field(description="Only memories matching these words.", max_length=4000)
+        ] = None,
+        limit: Limit = 20,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
         """Saved memories of the project (current versions), newest first or matching a
         query."""
-        answer, mode = call("GET", "/v1/memories?" + _query(
-            project=project_of(project), query=query, limit=limit, cursor=cursor))
+        answer, mode = call(
+            "GET",
+            "/v1/memories?"
+            + _query(project=project_of(project), query=query, limit=limit, cursor=cursor),
+        )
         return {"mode": mode, **answer}
 
     @tool("update_memory")
     def update_memory(
-        memory_id: Annotated[str, Field(description="The memory's id (mem_...).", min_length=1,
-                                        max_length=200)],
-        content: Annotated[str, Field(description="The corrected content.", min_length=1,
-                                      max_length=20_000)],
+        memory_id: Annotated[
+            str, Field(description="The memory's id (mem_...).", min_length=1, max_length=200)
+        ],
+        content: Annotated[
+            str, Field(description="The corrected content.", min_length=1, max_length=20_000)
+        ],
     ) -> dict[str, Any]:
         """Correct a saved memory. The old version is kept as history and never returned by
         search again."""
-        answer, mode = call("PATCH", f"/v1/memories/{quote(memory_id, safe='')}",
-                            {"content": content})
+        answer, mode = call(
+            "PATCH", f"/v1/memories/{quote(memory_id, safe='')}", {"content": content}
+        )
         return {"mode": mode, "memory": answer}
 
     @tool("forget")
     def forget(
-        item_id: Annotated[str, Field(description="A memory id (mem_...) or observation id "
-                                      "(obs_...).", min_length=1, max_length=200)],
-        reason: Annotated[str | None, Field(description="Why, for the audit trail.",
-                                            max_length=500)] = None,
+        item_id: Annotated[
+            str,
+            Field(
+                description="A memory id (mem_...) or observation id (obs_...).",
+                min_length=1,
+                max_length=200,
+            ),
+        ],
+        reason: Annotated[
+            str | None, Field(description="Why, for the audit trail.", max_length=500)
+        ] = None,
     ) -> dict[str, Any]:
         """Forget a memory or an observation that is wrong or must not be kept. Audited; a
         forgotten observation is never captured again from a replay."""
@@ -383,16 +474,26 @@ def _memory_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
 
     @tool("graph_query")
     def graph_query(
-        entity: Annotated[str, Field(description="A file, symbol, package, command, error type "
-                                     "or concept.", min_length=1, max_length=300)],
+        entity: Annotated[
+            str,
+            Field(
+                description="A file, symbol, package, command, error type or concept.",
+                min_length=1,
+                max_length=300,
+            ),
+        ],
         project: Project = None,
-        depth: Annotated[int, Field(description="1: direct neighbours, 2: theirs too.", ge=1,
-                                    le=2)] = 1,
+        depth: Annotated[
+            int, Field(description="1: direct neighbours, 2: theirs too.", ge=1, le=2)
+        ] = 1,
     ) -> dict[str, Any]:
         """What the knowledge graph knows about an entity: related files, symbols, errors and
         the observations about them."""
-        answer, mode = call("POST", "/v1/graph/query",
-                            {"project": project_of(project), "entity": entity, "depth": depth})
+        answer, mode = call(
+            "POST",
+            "/v1/graph/query",
+            {"project": project_of(project), "entity": entity, "depth": depth},
+        )
         return {"mode": mode, **answer}
 
 
@@ -400,19 +501,25 @@ def _admin_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
     """Capture health, dead letters, the audit log and export (ENGRAM_MCP_TOOLS=all)."""
 
     @tool("capture_status")
-    def capture_status(state: Annotated[
+    def capture_status(
+        state: Annotated[
             Literal["pending", "processing", "retrying", "dead"] | None,
-            Field(description="Only entries in this state; dead = dead letters.")] = None,
-            limit: Limit = 20) -> dict[str, Any]:
+            Field(description="Only entries in this state; dead = dead letters."),
+        ] = None,
+        limit: Limit = 20,
+    ) -> dict[str, Any]:
         """Captured events still being processed, and dead letters (events that failed every
         attempt) with their last error."""
         answer, mode = call("GET", "/v1/capture?" + _query(state=state, limit=limit))
         return {"mode": mode, **answer}
 
     @tool("retry_dead_letters")
-    def retry_dead_letters(event_id: Annotated[str | None, Field(
-            description="One dead letter's eventId; omit to retry them all.",
-            max_length=200)] = None) -> dict[str, Any]:
+    def retry_dead_letters(
+        event_id: Annotated[
+            str | None,
+            Field(description="One dead letter's eventId; omit to retry them all.", max_length=200),
+        ] = None,
+    ) -> dict[str, Any]:
         """Process dead letters again (after the cause was fixed)."""
         body = {"eventId": event_id} if event_id else {"all": True}
         answer, mode = call("POST", "/v1/capture/retry", body)
@@ -432,72 +539,105 @@ def _admin_tools(tool: Registrar, call: Caller, project_of: ProjectOf) -> None:
         counts = {k: len(answer.get(k, [])) for k in ("sessions", "observations", "memories")}
         text = json.dumps(answer, ensure_ascii=False)
         if len(text) > MAX_INLINE_EXPORT_CHARS:
-            return {"mode": mode, "counts": counts, "chars": len(text), "document": None,
-                    "note": "too large to return here: run `engram export -o FILE`"}
+            return {
+                "mode": mode,
+                "counts": counts,
+                "chars": len(text),
+                "document": None,
+                "note": "too large to return here: run `engram export -o FILE`",
+            }
         return {"mode": mode, "counts": counts, "document": answer}
 
 
-def _resources_and_prompts(server: MCPServer, call: Callable[..., tuple[Any, str]],
-                           project_of: Callable[..., str]) -> None:
+def _resources_and_prompts(
+    server: MCPServer, call: Callable[..., tuple[Any, str]], project_of: Callable[..., str]
+) -> None:
     def read(method: str, path: str, body: Any = None) -> Any:
         return call(method, path, body, error=ResourceError)[0]
 
     def prompt_error(message: str) -> Exception:
         return MCPError(INVALID_PARAMS, message)
 
-    @server.resource("engram://status", name="status", mime_type="application/json",
-                     description="Engram's status report: what is wrong and how to fix it.")
+    @server.resource(
+        "engram://status",
+        name="status",
+        mime_type="application/json",
+        description="Engram's status report: what is wrong and how to fix it.",
+    )
     def status_resource() -> str:
         return json.dumps(read("GET", "/v1/status"))
 
-    @server.resource("engram://projects/{project}/profile", name="project-profile",
-                     mime_type="application/json",
-                     description="What a project is about: counts, top files, commands, concepts.")
+    @server.resource(
+        "engram://projects/{project}/profile",
+        name="project-profile",
+        mime_type="application/json",
+        description="What a project is about: counts, top files, commands, concepts.",
+    )
     def profile_resource(project: str) -> str:
         return json.dumps(read("GET", "/v1/projects/profile?" + _query(project=project)))
 
-    @server.resource("engram://projects/{project}/observations/recent",
-                     name="recent-observations", mime_type="application/json",
-                     description="The project's 20 most recent observations, newest first.")
+    @server.resource(
+        "engram://projects/{project}/observations/recent",
+        name="recent-observations",
+        mime_type="application/json",
+        description="The project's 20 most recent observations, newest first.",
+    )
     def recent_resource(project: str) -> str:
-        return json.dumps(read("GET", "/v1/observations?" + _query(project=project,
-                                                                   limit=20))["items"])
+        return json.dumps(
+            read("GET", "/v1/observations?" + _query(project=project, limit=20))["items"]
+        )
 
-    @server.resource("engram://projects/{project}/memories/latest", name="latest-memories",
-                     mime_type="application/json",
-                     description="The project's 20 newest saved memories.")
+    @server.resource(
+        "engram://projects/{project}/memories/latest",
+        name="latest-memories",
+        mime_type="application/json",
+        description="The project's 20 newest saved memories.",
+    )
     def memories_resource(project: str) -> str:
-        return json.dumps(read("GET", "/v1/memories?" + _query(project=project, limit=20))
-                          ["items"])
+        return json.dumps(read("GET", "/v1/memories?" + _query(project=project, limit=20))["items"])
 
-    @server.prompt(name="recall_context",
-                   description="Start a task with what Engram remembers about it.")
+    @server.prompt(
+        name="recall_context", description="Start a task with what Engram remembers about it."
+    )
     def recall_context(task: str, project: str | None = None) -> str:
-        answer = call("POST", "/v1/context", {"project": project_of(project, prompt_error),
-                                              "query": task},
-                      error=prompt_error)[0]
-        return (f"Before working on this task, read what earlier sessions left:\n\n"
-                f"{answer.get('context') or '(nothing recorded yet)'}\n\nThe task: {task}")
+        answer = call(
+            "POST",
+            "/v1/context",
+            {"project": project_of(project, prompt_error), "query": task},
+            error=prompt_error,
+        )[0]
+        return (
+            f"Before working on this task, read what earlier sessions left:\n\n"
+            f"{answer.get('context') or '(nothing recorded yet)'}\n\nThe task: {task}"
+        )
 
-    @server.prompt(name="session_handoff",
-                   description="Write a handoff note for the next session and save it.")
+    @server.prompt(
+        name="session_handoff", description="Write a handoff note for the next session and save it."
+    )
     def session_handoff(project: str | None = None) -> str:
         name = project_of(project, prompt_error)
-        answer = call("POST", "/v1/context", {"project": name},
-                      error=prompt_error)[0]
-        return (f"This session is ending. Using what you did and what Engram already has "
-                f"(below), write a short handoff for the next session in project {name}: what "
-                "was done, what was decided and why, what is left, what to watch out for. Then "
-                "call the save_memory tool with it.\n\n"
-                f"{answer.get('context') or '(nothing recorded yet)'}")
+        answer = call("POST", "/v1/context", {"project": name}, error=prompt_error)[0]
+        return (
+            f"This session is ending. Using what you did and what Engram already has "
+            f"(below), write a short handoff for the next session in project {name}: what "
+            "was done, what was decided and why, what is left, what to watch out for. Then "
+            "call the save_memory tool with it.\n\n"
+            f"{answer.get('context') or '(nothing recorded yet)'}"
+        )
 
 
-def _search(call: Callable[..., tuple[Any, str]], query: str, project: str, limit: int,
-            mode: str) -> dict[str, Any]:
-    answer, answered = call("POST", "/v1/search", {"query": query, "project": project,
-                                                   "limit": limit, "mode": mode})
-    return {"mode": answered, "searchMode": answer.get("mode", mode),
-            "degraded": answer.get("degraded"), "hits": answer.get("items", [])}
+def _search(
+    call: Callable[..., tuple[Any, str]], query: str, project: str, limit: int, mode: str
+) -> dict[str, Any]:
+    answer, answered = call(
+        "POST", "/v1/search", {"query": query, "project": project, "limit": limit, "mode": mode}
+    )
+    return {
+        "mode": answered,
+        "searchMode": answer.get("mode", mode),
+        "degraded": answer.get("degraded"),
+        "hits": answer.get("items", []),
+    }
 
 
 def _query(**params: Any) -> str:
@@ -506,8 +646,10 @@ def _query(**params: Any) -> str:
 
 def _unreachable_text(exc: Unreachable) -> str:
     if not exc.refused:
-        return (f"the gateway did not answer in time ({exc}); the request may have been carried "
-                "out: check before repeating it (e.g. recall what you saved)")
+        return (
+            f"the gateway did not answer in time ({exc}); the request may have been carried "
+            "out: check before repeating it (e.g. recall what you saved)"
+        )
     return f"Engram is not reachable: {exc}. Start it with `engram serve`."
 
 
@@ -527,8 +669,12 @@ def for_gateway(app: Flask, secret: str) -> Callable[[], MCPServer]:
 
     def make() -> MCPServer:
         settings = app.extensions["engram.settings"]
-        return build_server(AppBackend(app, secret, mode="gateway"), settings=settings,
-                            tools=settings.mcp_tools, local_client=False)
+        return build_server(
+            AppBackend(app, secret, mode="gateway"),
+            settings=settings,
+            tools=settings.mcp_tools,
+            local_client=False,
+        )
 
     return make
 
@@ -546,7 +692,9 @@ def serve_stdio(settings: Settings, open_local: LocalGateway) -> int:
 
 # --- the tool reference in docs/mcp.md, generated from the tools themselves --------------------
 
-REFERENCE_START = "<!-- tool reference: generated by `python -m engram.agents.mcp_server --reference` -->"
+REFERENCE_START = (
+    "<!-- tool reference: generated by `python -m engram.agents.mcp_server --reference` -->"
+)
 REFERENCE_END = "<!-- end of the generated tool reference -->"
 
 
@@ -564,13 +712,21 @@ def reference_markdown() -> str:
     server = build_server(_NoBackend(), tools="all")  # type: ignore[arg-type]
     listed = anyio.run(server.list_tools)
     core = {"save_memory", "recall", "search", "get_context", "get_observations", "status"}
-    lines = ["## Tool reference", "",
-             "Listed with `ENGRAM_MCP_TOOLS=core` (the default): "
-             + ", ".join(f"`{t.name}`" for t in listed if t.name in core)
-             + ". `all` lists every tool below.", ""]
+    lines = [
+        "## Tool reference",
+        "",
+        "Listed with `ENGRAM_MCP_TOOLS=core` (the default): "
+        + ", ".join(f"`{t.name}`" for t in listed if t.name in core)
+        + ". `all` lists every tool below.",
+        "",
+    ]
     for listed_tool in listed:
-        lines += [f"### `{listed_tool.name}`" + ("" if listed_tool.name in core else " (all)"), "",
-                  " ".join((listed_tool.description or "").split()), ""]
+        lines += [
+            f"### `{listed_tool.name}`" + ("" if listed_tool.name in core else " (all)"),
+            "",
+            " ".join((listed_tool.description or "").split()),
+            "",
+        ]
         schema = listed_tool.input_schema or {}
         properties = schema.get("properties", {})
         if not properties:
@@ -579,8 +735,10 @@ def reference_markdown() -> str:
         required = set(schema.get("required", []))
         lines += ["| parameter | type | required | description |", "|---|---|---|---|"]
         for name, spec in properties.items():
-            lines.append(f"| `{name}` | {_type_of(spec)} | {'yes' if name in required else 'no'}"
-                         f" | {_describe(spec)} |")
+            lines.append(
+                f"| `{name}` | {_type_of(spec)} | {'yes' if name in required else 'no'}"
+                f" | {_describe(spec)} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -602,10 +760,18 @@ def _type_of(spec: dict[str, Any]) -> str:
 
 def _describe(spec: dict[str, Any]) -> str:
     parts = [spec.get("description", "")]
-    limits = [f"{label} {spec[key]}" for key, label in (
-        ("minLength", "min length"), ("maxLength", "max length"), ("minimum", "min"),
-        ("maximum", "max"), ("minItems", "min items"), ("maxItems", "max items"))
-        if key in spec]
+    limits = [
+        f"{label} {spec[key]}"
+        for key, label in (
+            ("minLength", "min length"),
+            ("maxLength", "max length"),
+            ("minimum", "min"),
+            ("maximum", "max"),
+            ("minItems", "min items"),
+            ("maxItems", "max items"),
+        )
+        if key in spec
+    ]
     if "default" in spec and spec["default"] is not None:
         limits.append(f"default `{json.dumps(spec['default'])}`")
     if limits:
@@ -636,5 +802,7 @@ if __name__ == "__main__":
         write_reference(target)
         print(f"wrote the tool reference into {target}")
     else:
-        print("usage: python -m engram.agents.mcp_server --reference [docs/mcp.md]", file=sys.stderr)
+        print(
+            "usage: python -m engram.agents.mcp_server --reference [docs/mcp.md]", file=sys.stderr
+        )
         sys.exit(2)

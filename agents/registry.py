@@ -25,8 +25,13 @@ ADAPTERS: dict[str, str] = {
 """Host name -> adapter module."""
 
 ALIASES: dict[str, str] = {
-    "claude": "claude-code", "codex-cli": "codex", "gemini": "gemini-cli",
-    "copilot": "copilot-cli", "kimi-code": "kimi", "generic": "raw", "continue-dev": "continue",
+    "claude": "claude-code",
+    "codex-cli": "codex",
+    "gemini": "gemini-cli",
+    "copilot": "copilot-cli",
+    "kimi-code": "kimi",
+    "generic": "raw",
+    "continue-dev": "continue",
 }
 """Other spellings users type, for hook commands and `engram connect` alike (``continue`` has
 a connect record and no adapter)."""

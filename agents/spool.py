@@ -57,8 +57,13 @@ class Spool:
         from engram.privacy import scrub  # only on this (rare) path: ~10 ms of regexes
 
         when = time.time() if now is None else now
-        lines = [(json.dumps({"spooledAt": when, **scrub(r)}, ensure_ascii=False)  # type: ignore[dict-item]
-                  + "\n").encode("utf-8") for r in requests]
+        lines = [
+            (
+                json.dumps({"spooledAt": when, **scrub(r)}, ensure_ascii=False)  # type: ignore[dict-item]
+                + "\n"
+            ).encode("utf-8")
+            for r in requests
+        ]
         self._ensure_dir()
         kept = 0
         with self._locked("lock"):
@@ -84,8 +89,14 @@ class Spool:
 
     # --- draining (a detached child of a hook, `engram capture --drain`, the server) ------------
 
-    def drain(self, gateway: GatewayLink, *, timeout: float = 10.0, wait: bool = False,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, int] | None:
+    def drain(
+        self,
+        gateway: GatewayLink,
+        *,
+        timeout: float = 10.0,
+        wait: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, int] | None:
         """Send spooled requests in order until one fails for a transient reason; batch after
         batch, so what hooks append meanwhile goes too. Returns counts (sent, duplicates,
         rejected, expired, unreadable, left), or None when another drain holds the lock and
@@ -95,7 +106,8 @@ class Spool:
             if not locked:
                 return None
             counts = dict.fromkeys(
-                ("sent", "duplicates", "rejected", "expired", "unreadable", "left"), 0)
+                ("sent", "duplicates", "rejected", "expired", "unreadable", "left"), 0
+            )
             while True:
                 batch = self._take_batch()
                 if not batch:
@@ -106,9 +118,14 @@ class Spool:
                     counts["left"] = len(left)
                     return counts
 
-    def _send_batch(self, batch: list[Path], gateway: GatewayLink, timeout: float,
-                    counts: dict[str, int],
-                    progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
+    def _send_batch(
+        self,
+        batch: list[Path],
+        gateway: GatewayLink,
+        timeout: float,
+        counts: dict[str, int],
+        progress: Callable[[int, int], None] | None,
+    ) -> list[dict[str, Any]]:
         """Send one batch; returns the records still to send (from the first transient
         failure on, in order)."""
         unreadable: list[int] = []
@@ -123,8 +140,9 @@ class Spool:
                 self._count("droppedExpired")
                 continue
             try:
-                status, answer = gateway.send(record["method"], record["path"],
-                                              record.get("body"), time.monotonic() + timeout)
+                status, answer = gateway.send(
+                    record["method"], record["path"], record.get("body"), time.monotonic() + timeout
+                )
             except Unreachable:
                 return records[index:]
             if status in PERMANENT:

@@ -42,16 +42,23 @@ class GatewayLink:
         """(status, decoded JSON or None). Raises Unreachable when no HTTP answer came before
         ``deadline`` (a ``time.monotonic()`` value)."""
         data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
-        headers = {"Host": f"{self.host}:{self.port}", "Accept": "application/json",
-                   "Connection": "close", "Content-Length": str(len(data))}
+        headers = {
+            "Host": f"{self.host}:{self.port}",
+            "Accept": "application/json",
+            "Connection": "close",
+            "Content-Length": str(len(data)),
+        }
         if body is not None:
             headers["Content-Type"] = "application/json"
         if self.secret:
             headers["Authorization"] = f"Bearer {self.secret}"
         if deadline - time.monotonic() <= 0:
             raise Unreachable("no time left", refused=True)
-        head = f"{method} {self.prefix + path} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        head = (
+            f"{method} {self.prefix + path} HTTP/1.1\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            + "\r\n"
+        )
         status, raw = self._exchange(head.encode("latin-1") + data, deadline)
         try:
             return status, json.loads(raw) if raw else None
@@ -165,4 +172,4 @@ def _dechunk(body: bytes, url: str) -> bytes:
         if not sep or size == 0:
             return b"".join(out)
         out.append(rest[:size])
-        rest = rest[size + 2:]
+        rest = rest[size + 2 :]

@@ -51,19 +51,30 @@ def create_app(
         ENGRAM_VERSION=__version__,
     )
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.extensions.update({
-        "engram.settings": settings,
-        "engram.store": store,
-        "engram.dispatch": dispatch,
-        "engram.enqueue_summary": enqueue_summary,
-        "engram.broker_probe": broker_probe,
-        "engram.worker_probe": worker_probe,
-        "engram.vectors": vectors,
-    })
+    app.extensions.update(
+        {
+            "engram.settings": settings,
+            "engram.store": store,
+            "engram.dispatch": dispatch,
+            "engram.enqueue_summary": enqueue_summary,
+            "engram.broker_probe": broker_probe,
+            "engram.worker_probe": worker_probe,
+            "engram.vectors": vectors,
+        }
+    )
     errors.register(app)
     auth.install(app, secret, settings.allowed_origins)
-    for blueprint in (health.bp, capture.bp, sessions.bp, recall.bp, memories.bp, admin.bp,
-                      graph.bp, projects.bp, sync.bp):
+    for blueprint in (
+        health.bp,
+        capture.bp,
+        sessions.bp,
+        recall.bp,
+        memories.bp,
+        admin.bp,
+        graph.bp,
+        projects.bp,
+        sync.bp,
+    ):
         app.register_blueprint(blueprint)
     if derived_changed is not None:
         kick = derived_changed
@@ -72,8 +83,11 @@ def create_app(
         def _derived_indexes_follow(response: Response) -> Response:
             # memories, forget and import change documents the vector and graph indexes
             # derive from
-            if (request.method in WRITE_METHODS and response.status_code < 300
-                    and request.path.startswith(DOCUMENT_WRITES)):
+            if (
+                request.method in WRITE_METHODS
+                and response.status_code < 300
+                and request.path.startswith(DOCUMENT_WRITES)
+            ):
                 kick()
             return response
 

@@ -38,10 +38,16 @@ def install(app: Flask, secret: str, allowed_origins: tuple[str, ...]) -> None:
     def _check() -> Response | None:
         origin = request.headers.get("Origin")
         if origin and not origin_allowed(origin):
-            raise ApiError(403, f"origin {origin!r} is not allowed; add it to "
-                           "ENGRAM_ALLOWED_ORIGINS", code="origin_not_allowed")
-        if origin and request.method == "OPTIONS" \
-                and request.headers.get("Access-Control-Request-Method"):
+            raise ApiError(
+                403,
+                f"origin {origin!r} is not allowed; add it to ENGRAM_ALLOWED_ORIGINS",
+                code="origin_not_allowed",
+            )
+        if (
+            origin
+            and request.method == "OPTIONS"
+            and request.headers.get("Access-Control-Request-Method")
+        ):
             # A CORS preflight from an allowed origin carries no credentials by design.
             preflight = Response(status=204)
             preflight.headers["Access-Control-Allow-Methods"] = CORS_METHODS
@@ -53,10 +59,16 @@ def install(app: Flask, secret: str, allowed_origins: tuple[str, ...]) -> None:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         given = f"{scheme.capitalize()} {token.strip()}".encode()
         if not hmac.compare_digest(given, expected):
-            raise ApiError(401, "missing or wrong bearer secret: send 'Authorization: Bearer "
-                           "<secret>' (the secret is in the config dir, see `engram status`)")
-        if request.method in {"POST", "PUT", "PATCH"} and (request.content_length or 0) > 0 \
-                and request.mimetype != "application/json":
+            raise ApiError(
+                401,
+                "missing or wrong bearer secret: send 'Authorization: Bearer "
+                "<secret>' (the secret is in the config dir, see `engram status`)",
+            )
+        if (
+            request.method in {"POST", "PUT", "PATCH"}
+            and (request.content_length or 0) > 0
+            and request.mimetype != "application/json"
+        ):
             raise ApiError(415, "request bodies must be application/json")
         return None
 

@@ -19,16 +19,31 @@ from engram.wire import error_body
 log = logging.getLogger("engram.api")
 
 _HTTP_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-    415: "unsupported_media_type", 422: "validation_failed", 429: "too_many_requests",
-    500: "internal", 503: "unavailable",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_failed",
+    429: "too_many_requests",
+    500: "internal",
+    503: "unavailable",
 }
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None,
-                 details: dict[str, Any] | None = None, extra: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.code = code or _HTTP_CODES.get(status, "error")
@@ -37,9 +52,13 @@ class ApiError(Exception):
         self.extra = extra or {}
 
 
-def error_response(status: int, code: str, message: str,
-                   details: dict[str, Any] | None = None,
-                   extra: dict[str, Any] | None = None) -> tuple[Response, int]:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> tuple[Response, int]:
     return jsonify(error_body(code, message, details, extra)), status
 
 
@@ -59,11 +78,11 @@ def register(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> tuple[Response, int]:
         status = exc.code or 500
-        return error_response(status, _HTTP_CODES.get(status, "error"),
-                              exc.description or exc.name)
+        return error_response(status, _HTTP_CODES.get(status, "error"), exc.description or exc.name)
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> tuple[Response, int]:
         log.exception("unhandled error")
-        return error_response(500, "internal",
-                              f"internal error ({type(exc).__name__}); see the server log")
+        return error_response(
+            500, "internal", f"internal error ({type(exc).__name__}); see the server log"
+        )

@@ -66,7 +66,9 @@ class McpRuntime:
         from mcp.server.transport_security import TransportSecuritySettings
 
         starlette_app = server.streamable_http_app(
-            streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
             max_request_body_size=max_body_bytes,
             # The SDK's own Host/Origin check would refuse the gateway's allow-listed origins and
             # any Host when the gateway binds a non-loopback address. The gateway checks Origin
@@ -80,20 +82,26 @@ class McpRuntime:
                 chatty.setLevel(logging.WARNING)
         self._stop: asyncio.Event | None = None
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="engram-mcp-loop",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="engram-mcp-loop", daemon=True
+        )
         self.thread.start()
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._lifespan = asyncio.run_coroutine_threadsafe(self._run(started), self.loop)
-        done, _ = concurrent.futures.wait([started, self._lifespan], timeout=START_TIMEOUT,
-                                          return_when=concurrent.futures.FIRST_COMPLETED)
+        done, _ = concurrent.futures.wait(
+            [started, self._lifespan],
+            timeout=START_TIMEOUT,
+            return_when=concurrent.futures.FIRST_COMPLETED,
+        )
         if started not in done:
             self.close()
             if self._lifespan in done:
                 self._lifespan.result()  # raises why the session manager did not start
             raise RuntimeError(f"the MCP session manager did not start in {START_TIMEOUT:.0f}s")
-        self.wsgi = cast("WSGIApplication", ASGIMiddleware(
-            cast(Any, starlette_app), wait_time=FINISH_TIMEOUT, loop=self.loop))
+        self.wsgi = cast(
+            "WSGIApplication",
+            ASGIMiddleware(cast(Any, starlette_app), wait_time=FINISH_TIMEOUT, loop=self.loop),
+        )
 
     async def _run(self, started: concurrent.futures.Future[None]) -> None:
         self._stop = asyncio.Event()
@@ -141,9 +149,12 @@ class McpMount:
                     import a2wsgi  # noqa: F401
                     import mcp  # noqa: F401
                 except ImportError as exc:
-                    raise ApiError(501, f"MCP over HTTP needs the '{exc.name}' package, which is "
-                                   "not installed: pip install 'mcp>=2' a2wsgi",
-                                   code="not_implemented") from exc
+                    raise ApiError(
+                        501,
+                        f"MCP over HTTP needs the '{exc.name}' package, which is "
+                        "not installed: pip install 'mcp>=2' a2wsgi",
+                        code="not_implemented",
+                    ) from exc
                 self._runtime = McpRuntime(self._make_server(), self._max_body_bytes)
                 atexit.register(self.close)
             return self._runtime
@@ -153,16 +164,23 @@ class McpMount:
             # A GET opens the server-to-client SSE stream. Stateless, there is nothing to send on
             # it, and an open stream would hold a request thread for good: the spec's answer for
             # "no stream here" is 405.
-            raise ApiError(405, "this MCP endpoint is stateless and offers no SSE stream: "
-                           "POST JSON-RPC requests to it", code="method_not_allowed")
+            raise ApiError(
+                405,
+                "this MCP endpoint is stateless and offers no SSE stream: "
+                "POST JSON-RPC requests to it",
+                code="method_not_allowed",
+            )
         if (request.content_length or 0) > self._max_body_bytes:
             # the SDK would refuse it too, but in plain text; the gateway's 413 is JSON
-            raise ApiError(413, f"request body larger than {self._max_body_bytes} bytes "
-                           "(ENGRAM_MAX_BODY_BYTES)")
+            raise ApiError(
+                413,
+                f"request body larger than {self._max_body_bytes} bytes (ENGRAM_MAX_BODY_BYTES)",
+            )
         # Buffered: the answer is one JSON document, and the request's thread is free of a2wsgi
         # once it is read.
-        return cast(Response, Response.from_app(self.runtime().wsgi, request.environ,
-                                                buffered=True))
+        return cast(
+            Response, Response.from_app(self.runtime().wsgi, request.environ, buffered=True)
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -35,8 +35,9 @@ def scope_from(project: Any, agent_id: Any = None) -> Scope:
     try:
         return Scope.resolve(project, agent_id)
     except ScopeError as exc:
-        raise ApiError(422, str(exc), code="scope_required",
-                       details={"fields": {"project": str(exc)}}) from None
+        raise ApiError(
+            422, str(exc), code="scope_required", details={"fields": {"project": str(exc)}}
+        ) from None
 
 
 def found_in_scope(item: dict[str, Any] | None, what: str, ident: str) -> dict[str, Any]:

@@ -21,43 +21,90 @@ SESSIONS: list[dict[str, Any]] = [
     {
         "prompt": "The login test fails with a 500 after the session refactor, fix it",
         "events": [
-            ("Read", {"file_path": "src/auth/session.py"}, "class SessionStore:\n    def get(self, sid): ..."),
-            ("Bash", {"command": "pytest tests/test_login.py -x"},
-             {"stdout": "FAILED tests/test_login.py::test_login_ok - KeyError: 'user_id'\n1 failed",
-              "exit_code": 1}),
-            ("Edit", {"file_path": "src/auth/session.py", "old_string": "data['user_id']",
-                      "new_string": "data.get('user_id')"}, "ok"),
-            ("Bash", {"command": "pytest tests/test_login.py -x"},
-             {"stdout": "3 passed in 0.41s", "exit_code": 0}),
+            (
+                "Read",
+                {"file_path": "src/auth/session.py"},
+                "class SessionStore:\n    def get(self, sid): ...",
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/test_login.py -x"},
+                {
+                    "stdout": "FAILED tests/test_login.py::test_login_ok - KeyError: 'user_id'\n1 failed",
+                    "exit_code": 1,
+                },
+            ),
+            (
+                "Edit",
+                {
+                    "file_path": "src/auth/session.py",
+                    "old_string": "data['user_id']",
+                    "new_string": "data.get('user_id')",
+                },
+                "ok",
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/test_login.py -x"},
+                {"stdout": "3 passed in 0.41s", "exit_code": 0},
+            ),
         ],
         "memory": "Session payloads may lack user_id for anonymous visitors: use .get(), "
-                  "never index directly (login 500 fixed on the session refactor).",
+        "never index directly (login 500 fixed on the session refactor).",
     },
     {
         "prompt": "Add a Redis cache in front of the product catalogue query",
         "events": [
-            ("Grep", {"pattern": "def list_products", "path": "src/"},
-             "src/catalog/queries.py:42:def list_products(db, category):"),
-            ("Write", {"file_path": "src/catalog/cache.py",
-                       "content": "import redis\nCACHE_TTL = 300\n"}, "created"),
-            ("Bash", {"command": "docker compose up -d redis"},
-             {"stdout": "Container redis  Started", "exit_code": 0}),
-            ("Bash", {"command": "pytest tests/test_catalog.py"},
-             {"stdout": "5 passed", "exit_code": 0}),
+            (
+                "Grep",
+                {"pattern": "def list_products", "path": "src/"},
+                "src/catalog/queries.py:42:def list_products(db, category):",
+            ),
+            (
+                "Write",
+                {"file_path": "src/catalog/cache.py", "content": "import redis\nCACHE_TTL = 300\n"},
+                "created",
+            ),
+            (
+                "Bash",
+                {"command": "docker compose up -d redis"},
+                {"stdout": "Container redis  Started", "exit_code": 0},
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/test_catalog.py"},
+                {"stdout": "5 passed", "exit_code": 0},
+            ),
         ],
         "memory": "Catalogue cache: Redis with a 300 s TTL in src/catalog/cache.py; "
-                  "invalidate on product update.",
+        "invalidate on product update.",
     },
     {
         "prompt": "CI is red: mypy complains about Optional in the billing module",
         "events": [
-            ("Bash", {"command": "mypy src/billing"},
-             {"stdout": "src/billing/invoice.py:17: error: Item \"None\" of \"Optional[Customer]\" "
-                        "has no attribute \"email\"", "exit_code": 1}),
-            ("Edit", {"file_path": "src/billing/invoice.py", "old_string": "customer.email",
-                      "new_string": "customer.email if customer else None"}, "ok"),
-            ("Bash", {"command": "mypy src/billing"}, {"stdout": "Success: no issues found",
-                                                       "exit_code": 0}),
+            (
+                "Bash",
+                {"command": "mypy src/billing"},
+                {
+                    "stdout": 'src/billing/invoice.py:17: error: Item "None" of "Optional[Customer]" '
+                    'has no attribute "email"',
+                    "exit_code": 1,
+                },
+            ),
+            (
+                "Edit",
+                {
+                    "file_path": "src/billing/invoice.py",
+                    "old_string": "customer.email",
+                    "new_string": "customer.email if customer else None",
+                },
+                "ok",
+            ),
+            (
+                "Bash",
+                {"command": "mypy src/billing"},
+                {"stdout": "Success: no issues found", "exit_code": 0},
+            ),
         ],
         "memory": None,
     },
@@ -76,8 +123,10 @@ def run_demo(settings: Settings, url: str | None, out: Any = print) -> int:
         started = _start_local(settings)
         base = started[0]
         client = Client(base, client_secret(settings))
-        out(f"No gateway answered at {url or settings.gateway_url}; started one for the demo "
-            f"at {base}.")
+        out(
+            f"No gateway answered at {url or settings.gateway_url}; started one for the demo "
+            f"at {base}."
+        )
     try:
         return _run(client, out)
     finally:
@@ -109,17 +158,39 @@ def _run(client: Client, out: Any) -> int:
     sent = 0
     for number, spec in enumerate(SESSIONS, start=1):
         session_id = f"demo-{run}-{number}"
-        client.call("POST", "/v1/sessions", {"sessionId": session_id, "project": PROJECT,
-                                             "host": "claude-code"})
-        client.call("POST", "/v1/observe", {
-            "eventId": f"{session_id}:prompt", "sessionId": session_id, "project": PROJECT,
-            "host": "claude-code", "hookType": "UserPromptSubmit", "prompt": spec["prompt"]})
+        client.call(
+            "POST",
+            "/v1/sessions",
+            {"sessionId": session_id, "project": PROJECT, "host": "claude-code"},
+        )
+        client.call(
+            "POST",
+            "/v1/observe",
+            {
+                "eventId": f"{session_id}:prompt",
+                "sessionId": session_id,
+                "project": PROJECT,
+                "host": "claude-code",
+                "hookType": "UserPromptSubmit",
+                "prompt": spec["prompt"],
+            },
+        )
         sent += 1
         for index, (tool, tool_input, tool_output) in enumerate(spec["events"]):
-            client.call("POST", "/v1/observe", {
-                "eventId": f"{session_id}:tool:{index}", "sessionId": session_id,
-                "project": PROJECT, "host": "claude-code", "hookType": "PostToolUse",
-                "toolName": tool, "toolInput": tool_input, "toolOutput": tool_output})
+            client.call(
+                "POST",
+                "/v1/observe",
+                {
+                    "eventId": f"{session_id}:tool:{index}",
+                    "sessionId": session_id,
+                    "project": PROJECT,
+                    "host": "claude-code",
+                    "hookType": "PostToolUse",
+                    "toolName": tool,
+                    "toolInput": tool_input,
+                    "toolOutput": tool_output,
+                },
+            )
             sent += 1
         if spec["memory"]:
             client.call("POST", "/v1/memories", {"content": spec["memory"], "project": PROJECT})
@@ -136,13 +207,14 @@ def _run(client: Client, out: Any) -> int:
         out("Workers did not finish in time; run `engram status` to see why.")
         return 1
     for query in QUERIES:
-        result = client.call("POST", "/v1/search", {"query": query, "project": PROJECT,
-                                                     "limit": 3})
+        result = client.call("POST", "/v1/search", {"query": query, "project": PROJECT, "limit": 3})
         out(f"\nsearch: {query!r}")
         for hit in result["items"]:
             out(f"  {hit['score']:6.2f}  [{hit['kind']}] {hit['title']}")
     context = client.call("POST", "/v1/context", {"project": PROJECT, "budgetTokens": 400})
-    out(f"\nSession-start context for {PROJECT} ({context['tokens']} of "
-        f"{context['budgetTokens']} tokens):\n")
+    out(
+        f"\nSession-start context for {PROJECT} ({context['tokens']} of "
+        f"{context['budgetTokens']} tokens):\n"
+    )
     out(context["context"])
     return 0

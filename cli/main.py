@@ -42,12 +42,17 @@ Settings come from ENGRAM_* variables and <config dir>/engram.env; see docs/conf
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", metavar="DIR",
-                        help="where the store lives (default: ENGRAM_DATA_DIR or the platform "
-                             "data dir)")
-    parser.add_argument("--config-dir", metavar="DIR",
-                        help="where the secret and engram.env live (default: ENGRAM_CONFIG_DIR "
-                             "or the platform config dir)")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where the store lives (default: ENGRAM_DATA_DIR or the platform data dir)",
+    )
+    parser.add_argument(
+        "--config-dir",
+        metavar="DIR",
+        help="where the secret and engram.env live (default: ENGRAM_CONFIG_DIR "
+        "or the platform config dir)",
+    )
 
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
@@ -55,79 +60,120 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="engram", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="engram", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"engram {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("serve", help="run the gateway (and, embedded, its worker)",
-                       description="Run the HTTP gateway under a production WSGI server "
-                       "(waitress). Without ENGRAM_BROKER_URL it also runs an in-process "
-                       "worker and scheduler: nothing else to start. Ctrl-C stops it cleanly.")
+    p = sub.add_parser(
+        "serve",
+        help="run the gateway (and, embedded, its worker)",
+        description="Run the HTTP gateway under a production WSGI server "
+        "(waitress). Without ENGRAM_BROKER_URL it also runs an in-process "
+        "worker and scheduler: nothing else to start. Ctrl-C stops it cleanly.",
+    )
     _common(p)
     p.add_argument("--host", help="address to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, help="TCP port (default 8737; 0 picks a free one)")
 
-    p = sub.add_parser("worker", help="run a Celery worker pool (distributed mode)",
-                       description="Run a worker pool consuming the broker at ENGRAM_BROKER_URL. "
-                       "Start as many as you like, on any machine that reaches the broker and "
-                       "the store.")
+    p = sub.add_parser(
+        "worker",
+        help="run a Celery worker pool (distributed mode)",
+        description="Run a worker pool consuming the broker at ENGRAM_BROKER_URL. "
+        "Start as many as you like, on any machine that reaches the broker and "
+        "the store.",
+    )
     _common(p)
-    p.add_argument("--concurrency", "-c", type=int, help="worker processes (default "
-                   "ENGRAM_WORKER_CONCURRENCY)")
-    p.add_argument("--queues", "-Q", default="capture,maintenance,embed,graph",
-                   help="comma-separated queues to consume: capture (observe), maintenance "
-                   "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
-                   "pools per queue so capture never waits behind derived work, e.g. "
-                   "`-Q capture,maintenance -c 2` and one `-Q embed,graph -c 1` per machine "
-                   "(docs/operations.md)")
-    p.add_argument("--pool", default="auto", choices=("auto", "prefork", "threads", "solo"),
-                   help="Celery pool (default auto: threads when the worker embeds, so its "
-                   "threads share one model in one process; prefork otherwise)")
-    p.add_argument("--name", "-n", default=None,
-                   help="worker node name (default engram-<pid>@<host>: unique per process)")
+    p.add_argument(
+        "--concurrency", "-c", type=int, help="worker processes (default ENGRAM_WORKER_CONCURRENCY)"
+    )
+    p.add_argument(
+        "--queues",
+        "-Q",
+        default="capture,maintenance,embed,graph",
+        help="comma-separated queues to consume: capture (observe), maintenance "
+        "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
+        "pools per queue so capture never waits behind derived work, e.g. "
+        "`-Q capture,maintenance -c 2` and one `-Q embed,graph -c 1` per machine "
+        "(docs/operations.md)",
+    )
+    p.add_argument(
+        "--pool",
+        default="auto",
+        choices=("auto", "prefork", "threads", "solo"),
+        help="Celery pool (default auto: threads when the worker embeds, so its "
+        "threads share one model in one process; prefork otherwise)",
+    )
+    p.add_argument(
+        "--name",
+        "-n",
+        default=None,
+        help="worker node name (default engram-<pid>@<host>: unique per process)",
+    )
 
-    p = sub.add_parser("beat", help="run the scheduler (inbox sweeper) for distributed mode",
-                       description="Run Celery beat: schedules the inbox sweeper that "
-                       "re-dispatches captures whose task was lost. Run exactly one.")
+    p = sub.add_parser(
+        "beat",
+        help="run the scheduler (inbox sweeper) for distributed mode",
+        description="Run Celery beat: schedules the inbox sweeper that "
+        "re-dispatches captures whose task was lost. Run exactly one.",
+    )
     _common(p)
 
-    p = sub.add_parser("status", help="say what is wrong and how to fix it",
-                       description="Ask the gateway for its status and print it readably: "
-                       "store, broker, workers, inbox, dead letters, indexes.")
+    p = sub.add_parser(
+        "status",
+        help="say what is wrong and how to fix it",
+        description="Ask the gateway for its status and print it readably: "
+        "store, broker, workers, inbox, dead letters, indexes.",
+    )
     _common(p)
     _client_args(p)
     p.add_argument("--json", action="store_true", help="print the raw JSON report")
 
-    p = sub.add_parser("export", help="write the whole store as JSON",
-                       description="Export sessions, observations and memories as one JSON "
-                       "document (through the running gateway).")
+    p = sub.add_parser(
+        "export",
+        help="write the whole store as JSON",
+        description="Export sessions, observations and memories as one JSON "
+        "document (through the running gateway).",
+    )
     _common(p)
     _client_args(p)
     p.add_argument("--output", "-o", metavar="FILE", help="file to write (default: stdout)")
 
-    p = sub.add_parser("import", help="load an export document",
-                       description="Import an export document through the running gateway.")
+    p = sub.add_parser(
+        "import",
+        help="load an export document",
+        description="Import an export document through the running gateway.",
+    )
     _common(p)
     _client_args(p)
     p.add_argument("file", metavar="FILE", help="export document ('-' for stdin)")
-    p.add_argument("--strategy", default="merge", choices=("merge", "replace", "skip"),
-                   help="merge: imported data wins, memories keep history; replace: empty the "
-                        "store first; skip: keep what exists (default merge)")
+    p.add_argument(
+        "--strategy",
+        default="merge",
+        choices=("merge", "replace", "skip"),
+        help="merge: imported data wins, memories keep history; replace: empty the "
+        "store first; skip: keep what exists (default merge)",
+    )
 
-    p = sub.add_parser("demo", help="seed example coding sessions and show recall",
-                       description="Send a few realistic coding sessions through the capture "
-                       "path of a running gateway (or of one started for the demo), wait until "
-                       "they are stored, then search them. Uses the project 'engram-demo'.")
+    p = sub.add_parser(
+        "demo",
+        help="seed example coding sessions and show recall",
+        description="Send a few realistic coding sessions through the capture "
+        "path of a running gateway (or of one started for the demo), wait until "
+        "they are stored, then search them. Uses the project 'engram-demo'.",
+    )
     _common(p)
     _client_args(p)
 
-    p = sub.add_parser("mcp", help="run the MCP server over stdio (started by MCP clients)",
-                       description=MCP_HELP)
+    p = sub.add_parser(
+        "mcp", help="run the MCP server over stdio (started by MCP clients)", description=MCP_HELP
+    )
     _common(p)
     _client_args(p)
-    p.add_argument("--tools", choices=("core", "all"),
-                   help="tools to list (default ENGRAM_MCP_TOOLS, core)")
+    p.add_argument(
+        "--tools", choices=("core", "all"), help="tools to list (default ENGRAM_MCP_TOOLS, core)"
+    )
 
     _add_bench_parser(sub)
     for module in COMMAND_MODULES:
@@ -150,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"engram: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Unreachable as exc:
-        print(f"engram: the gateway is not answering ({exc}).\n"
-              "  Start it with `engram serve`, or point --url / ENGRAM_URL at it.",
-              file=sys.stderr)
+        print(
+            f"engram: the gateway is not answering ({exc}).\n"
+            "  Start it with `engram serve`, or point --url / ENGRAM_URL at it.",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     except GatewayError as exc:
         print(f"engram: {exc}", file=sys.stderr)
@@ -169,17 +217,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         return serve(settings)
     except OSError as exc:
-        print(f"engram: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}."
-              "\n  Is another `engram serve` running? Pick another port with --port or "
-              "ENGRAM_PORT.", file=sys.stderr)
+        print(
+            f"engram: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}."
+            "\n  Is another `engram serve` running? Pick another port with --port or "
+            "ENGRAM_PORT.",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
 
 
 def _distributed_only(settings: Settings, what: str) -> int | None:
     if settings.embedded:
-        print(f"engram: `engram {what}` is for distributed mode and needs ENGRAM_BROKER_URL "
-              "(e.g. redis://127.0.0.1:6379/0).\n  In the embedded default, `engram serve` "
-              "runs its own worker and scheduler.", file=sys.stderr)
+        print(
+            f"engram: `engram {what}` is for distributed mode and needs ENGRAM_BROKER_URL "
+            "(e.g. redis://127.0.0.1:6379/0).\n  In the embedded default, `engram serve` "
+            "runs its own worker and scheduler.",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     return None
 
@@ -210,21 +264,34 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     unknown = sorted(set(queues) - set(ALL_QUEUES))
     if unknown or not queues:
-        print(f"engram: unknown queue(s) {', '.join(unknown) or '(none given)'}; the queues are "
-              f"{', '.join(q for q in ALL_QUEUES if q not in LEGACY_QUEUES)}", file=sys.stderr)
+        print(
+            f"engram: unknown queue(s) {', '.join(unknown) or '(none given)'}; the queues are "
+            f"{', '.join(q for q in ALL_QUEUES if q not in LEGACY_QUEUES)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if "capture" in queues:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
     pool = args.pool
     if pool == "auto":
         pool = "threads" if EMBED_QUEUE in queues and settings.embedder != "none" else "prefork"
-    _celery_for(settings, queues).worker_main([
-        "worker", "--loglevel", settings.log_level, "--pool", pool,
-        "--concurrency", str(args.concurrency or settings.worker_concurrency),
-        "--queues", ",".join(queues), "--hostname", args.name or f"engram-{os.getpid()}@%h",
-        "--without-gossip",
-        "--without-mingle",
-    ])
+    _celery_for(settings, queues).worker_main(
+        [
+            "worker",
+            "--loglevel",
+            settings.log_level,
+            "--pool",
+            pool,
+            "--concurrency",
+            str(args.concurrency or settings.worker_concurrency),
+            "--queues",
+            ",".join(queues),
+            "--hostname",
+            args.name or f"engram-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
     return EXIT_OK
 
 
@@ -233,8 +300,15 @@ def cmd_beat(args: argparse.Namespace) -> int:
     refused = _distributed_only(settings, "beat")
     if refused is not None:
         return refused
-    _celery_for(settings).start(["beat", "--loglevel", settings.log_level,
-               "--schedule", str(settings.data_dir / "beat-schedule")])
+    _celery_for(settings).start(
+        [
+            "beat",
+            "--loglevel",
+            settings.log_level,
+            "--schedule",
+            str(settings.data_dir / "beat-schedule"),
+        ]
+    )
     return EXIT_OK
 
 
@@ -252,13 +326,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise
     if status_code == 401:
         if client.sends_secret:
-            print(f"engram: the gateway at {client.base_url} refused the secret.\n  Use the "
-                  f"secret in {settings.secret_file} or set ENGRAM_SECRET to the server's.",
-                  file=sys.stderr)
+            print(
+                f"engram: the gateway at {client.base_url} refused the secret.\n  Use the "
+                f"secret in {settings.secret_file} or set ENGRAM_SECRET to the server's.",
+                file=sys.stderr,
+            )
         else:
-            print(f"engram: no secret was sent to {client.base_url}: the one in the config dir "
-                  "is only sent to loopback URLs.\n  Set ENGRAM_SECRET to the server's secret.",
-                  file=sys.stderr)
+            print(
+                f"engram: no secret was sent to {client.base_url}: the one in the config dir "
+                "is only sent to loopback URLs.\n  Set ENGRAM_SECRET to the server's secret.",
+                file=sys.stderr,
+            )
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(report, indent=2))
@@ -279,69 +357,97 @@ def local_spool(settings: Settings) -> tuple[str, int]:
     dropped = counters["droppedFull"] + counters["droppedExpired"] + counters["unreadable"]
     if not (waiting or dropped or counters["rejected"]):
         return "", 0
-    return (f"\nHook spool ({settings.data_dir / 'spool'}): {waiting} waiting, {dropped} "
-            f"dropped, {counters['rejected']} refused.\n    fix: `engram capture` shows why; "
-            "`engram capture --drain` sends what waits."), waiting
+    return (
+        f"\nHook spool ({settings.data_dir / 'spool'}): {waiting} waiting, {dropped} "
+        f"dropped, {counters['rejected']} refused.\n    fix: `engram capture` shows why; "
+        "`engram capture --drain` sends what waits."
+    ), waiting
 
 
 def render_status(report: dict[str, Any], url: str) -> str:
     verdict = "OK" if report.get("ok") else "NEEDS ATTENTION"
-    lines = [f"Engram {report.get('version', '?')} at {url}: {verdict}",
-             f"  mode:         {report.get('mode')}"]
+    lines = [
+        f"Engram {report.get('version', '?')} at {url}: {verdict}",
+        f"  mode:         {report.get('mode')}",
+    ]
     store = report.get("store", {})
-    lines.append(f"  store:        {'ok' if store.get('ok') else 'DOWN'} "
-                 f"({store.get('dialect', '?')}, schema v{store.get('schemaVersion', '?')})")
+    lines.append(
+        f"  store:        {'ok' if store.get('ok') else 'DOWN'} "
+        f"({store.get('dialect', '?')}, schema v{store.get('schemaVersion', '?')})"
+    )
     if not store.get("ok"):
         lines.append(f"                {store.get('error', '')}")
     # With the store down the report stops there: the rest cannot be known.
     broker = report.get("broker")
     if broker:
-        lines.append(f"  broker:       {'ok' if broker.get('ok') else 'DOWN'} "
-                     f"({broker.get('url')})")
+        lines.append(
+            f"  broker:       {'ok' if broker.get('ok') else 'DOWN'} ({broker.get('url')})"
+        )
     workers = report.get("workers")
     if workers is not None:
-        lines.append(f"  workers:      {workers.get('alive', 0)} answering "
-                     f"{', '.join(workers.get('names', []))}".rstrip())
+        lines.append(
+            f"  workers:      {workers.get('alive', 0)} answering "
+            f"{', '.join(workers.get('names', []))}".rstrip()
+        )
     inbox = report.get("inbox")
     if inbox:
-        lines.append(f"  inbox:        {inbox.get('waiting', 0)} waiting of "
-                     f"{inbox.get('capacity')} (pending {inbox.get('pending', 0)}, processing "
-                     f"{inbox.get('processing', 0)}, retrying {inbox.get('retrying', 0)})")
+        lines.append(
+            f"  inbox:        {inbox.get('waiting', 0)} waiting of "
+            f"{inbox.get('capacity')} (pending {inbox.get('pending', 0)}, processing "
+            f"{inbox.get('processing', 0)}, retrying {inbox.get('retrying', 0)})"
+        )
         oldest = inbox.get("oldestWaitingSeconds") or 0
         if oldest:
             lines[-1] += f", oldest {oldest:.0f}s"
         lines.append(f"  dead letters: {report.get('deadLetters', 0)}")
     derived = report.get("derived") or {}
     if derived:
-        lines.append("  derived lag:  " + ", ".join(
-            f"{target} {lag.get('pending', 0)} queued"
-            + (f" (oldest {lag.get('lagSeconds', 0):.0f}s)" if lag.get("pending") else "")
-            for target, lag in derived.items()))
+        lines.append(
+            "  derived lag:  "
+            + ", ".join(
+                f"{target} {lag.get('pending', 0)} queued"
+                + (f" (oldest {lag.get('lagSeconds', 0):.0f}s)" if lag.get("pending") else "")
+                for target, lag in derived.items()
+            )
+        )
     memory = report.get("memory") or {}
     for who, mem in (memory.get("processes") or {}).items():
-        lines.append(f"  memory:       {who} {mem.get('rssMb', 0):.0f} MB (peak "
-                     f"{mem.get('peakRssMb', 0):.0f}) of {memory.get('budgetMb')} MB")
+        lines.append(
+            f"  memory:       {who} {mem.get('rssMb', 0):.0f} MB (peak "
+            f"{mem.get('peakRssMb', 0):.0f}) of {memory.get('budgetMb')} MB"
+        )
     sweeper = report.get("sweeper")
     if sweeper:
         ago = sweeper.get("lastSweepSecondsAgo")
-        lines.append(f"  sweeper:      {'never ran' if ago is None else f'last ran {ago:.0f}s ago'}")
+        lines.append(
+            f"  sweeper:      {'never ran' if ago is None else f'last ran {ago:.0f}s ago'}"
+        )
     kw = report.get("indexes", {}).get("keyword", {})
     if kw:
-        lines.append(f"  indexed:      {kw.get('observations', 0)} observations, "
-                     f"{kw.get('memories', 0)} memories, {kw.get('sessions', 0)} sessions "
-                     f"({kw.get('backend')}: {kw.get('keywordDocs', 0)} docs)")
+        lines.append(
+            f"  indexed:      {kw.get('observations', 0)} observations, "
+            f"{kw.get('memories', 0)} memories, {kw.get('sessions', 0)} sessions "
+            f"({kw.get('backend')}: {kw.get('keywordDocs', 0)} docs)"
+        )
     graph = report.get("indexes", {}).get("graph")
     if graph:
-        lines.append(f"  graph:        {graph.get('entities', 0)} entities, "
-                     f"{graph.get('edges', 0)} relations ({graph.get('pending', 0)} documents "
-                     "queued)")
+        lines.append(
+            f"  graph:        {graph.get('entities', 0)} entities, "
+            f"{graph.get('edges', 0)} relations ({graph.get('pending', 0)} documents "
+            "queued)"
+        )
     vec = report.get("indexes", {}).get("vector", {})
     if vec.get("enabled") and vec.get("ok"):
         backfill = vec.get("backfill", {})
-        progress = "" if backfill.get("done") else \
-            f", back-fill {backfill.get('progress', 0) * 100:.0f}% ({vec.get('pending')} queued)"
-        lines.append(f"  vectors:      {vec.get('indexed', 0)} of {vec.get('documents', 0)} "
-                     f"docs in {vec.get('collection')}{progress}")
+        progress = (
+            ""
+            if backfill.get("done")
+            else f", back-fill {backfill.get('progress', 0) * 100:.0f}% ({vec.get('pending')} queued)"
+        )
+        lines.append(
+            f"  vectors:      {vec.get('indexed', 0)} of {vec.get('documents', 0)} "
+            f"docs in {vec.get('collection')}{progress}"
+        )
     elif vec.get("enabled"):
         lines.append(f"  vectors:      OFF ({vec.get('problem')})")
     else:
@@ -362,9 +468,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
-        print(f"exported {len(document['sessions'])} sessions, "
-              f"{len(document['observations'])} observations, {len(document['memories'])} "
-              f"memories to {args.output}", file=sys.stderr)
+        print(
+            f"exported {len(document['sessions'])} sessions, "
+            f"{len(document['observations'])} observations, {len(document['memories'])} "
+            f"memories to {args.output}",
+            file=sys.stderr,
+        )
     else:
         print(text)
     return EXIT_OK
@@ -407,9 +516,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             done += size
             if total > IMPORT_CHUNK_ITEMS:
                 print(f"  {done}/{total} items", file=sys.stderr)
-    print(f"imported ({args.strategy}): {counts['sessions']} sessions, "
-          f"{counts['observations']} observations, {counts['memories']} memories; "
-          f"{counts['updated']} updated, {counts['skipped']} skipped")
+    print(
+        f"imported ({args.strategy}): {counts['sessions']} sessions, "
+        f"{counts['observations']} observations, {counts['memories']} memories; "
+        f"{counts['updated']} updated, {counts['skipped']} skipped"
+    )
     return EXIT_OK
 
 
@@ -423,8 +534,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from engram.agents.mcp_server import serve_stdio
     except ImportError as exc:  # the `mcp` SDK is a dependency; a broken install says so
-        print(f"engram mcp: the MCP SDK cannot be imported ({exc}); reinstall Engram "
-              "(`make serve` or pip install -e .)", file=sys.stderr)
+        print(
+            f"engram mcp: the MCP SDK cannot be imported ({exc}); reinstall Engram "
+            "(`make serve` or pip install -e .)",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     from engram.cli.server import local_gateway
 
@@ -440,9 +554,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _add_bench_parser(sub: Any) -> None:
     from engram.bench import options  # argparse only; the harness loads lazily in cmd_bench
 
-    p = sub.add_parser("bench", help="measure retrieval quality on public benchmarks",
-                       description=options.DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "bench",
+        help="measure retrieval quality on public benchmarks",
+        description=options.DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     options.add_arguments(p)
 
 
@@ -452,17 +569,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-COMMAND_MODULES = ("engram.agents.capture", "engram.agents.connect", "engram.watcher.commands", "engram.watcher.memsync_cli")
+COMMAND_MODULES = (
+    "engram.agents.capture",
+    "engram.agents.connect",
+    "engram.watcher.commands",
+    "engram.watcher.memsync_cli",
+)
 """Modules adding commands of their own: each has ``add_commands(sub, common, client_args)``
 (``common`` and ``client_args`` add the shared --data-dir/--config-dir and --url options) returning
 {command name: handler(args) -> exit code}. Heavy imports stay inside the handlers."""
 
 COMMANDS: dict[str, Any] = {
-    "serve": cmd_serve, "worker": cmd_worker, "beat": cmd_beat, "status": cmd_status,
-    "export": cmd_export, "import": cmd_import, "mcp": cmd_mcp, "demo": cmd_demo,
+    "serve": cmd_serve,
+    "worker": cmd_worker,
+    "beat": cmd_beat,
+    "status": cmd_status,
+    "export": cmd_export,
+    "import": cmd_import,
+    "mcp": cmd_mcp,
+    "demo": cmd_demo,
     "bench": cmd_bench,
 }
-
 
 
 if __name__ == "__main__":

@@ -34,8 +34,11 @@ QUIET_LOGGERS = {
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if level.upper() != "DEBUG":
         for name, quiet in QUIET_LOGGERS.items():
             logging.getLogger(name).setLevel(quiet)
@@ -64,12 +67,19 @@ class Gateway:
         if not self.settings.embedded or self.embedded is not None:
             return
         store = self.store
-        lane = DerivedLanes([
-            DerivedLane(store, self.vectors,
-                        capture_busy=functools.partial(drains.capture_waiting, store),
-                        vector_batch=self.settings.embedding_batch,
-                        keep_observations=self.settings.vector_max_observations, work=(work,))
-            for work in (GRAPH, VECTOR)])
+        lane = DerivedLanes(
+            [
+                DerivedLane(
+                    store,
+                    self.vectors,
+                    capture_busy=functools.partial(drains.capture_waiting, store),
+                    vector_batch=self.settings.embedding_batch,
+                    keep_observations=self.settings.vector_max_observations,
+                    work=(work,),
+                )
+                for work in (GRAPH, VECTOR)
+            ]
+        )
         # the in-process worker shares this store and vector index
         runtime.install(runtime.Services(self.settings, self.store, self.vectors, lane=lane))
         self.embedded = EmbeddedWorker(self.settings, lane)
@@ -100,15 +110,21 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     bound_heap()
     store = Store.open(settings.database_url)
     configure(settings)
-    gateway = Gateway(settings, store, secret_mod.load_or_create(settings),
-                      Vectors(settings, store))
+    gateway = Gateway(
+        settings, store, secret_mod.load_or_create(settings), Vectors(settings, store)
+    )
     gateway.app = create_app(
-        settings, store, secret=gateway.secret,
-        dispatch=client.dispatch_observe, enqueue_summary=client.enqueue_summary,
+        settings,
+        store,
+        secret=gateway.secret,
+        dispatch=client.dispatch_observe,
+        enqueue_summary=client.enqueue_summary,
         broker_probe=client.broker_probe(settings),
-        worker_probe=client.worker_probe(settings,
-                                         gateway.worker_alive if settings.embedded else None),
-        vectors=gateway.vectors, derived_changed=client.derived_changed,
+        worker_probe=client.worker_probe(
+            settings, gateway.worker_alive if settings.embedded else None
+        ),
+        vectors=gateway.vectors,
+        derived_changed=client.derived_changed,
     )
     mcp_http.install(gateway.app, for_gateway(gateway.app, gateway.secret))  # /mcp, same auth
     if start_worker:
@@ -116,8 +132,9 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     if gateway.vectors.enabled:
         # load the embedder, open Chroma and queue a back-fill off the start path: the server
         # answers at once, and search uses vectors from when they are ready
-        threading.Thread(target=_open_vectors, args=(gateway,), name="engram-vectors-open",
-                         daemon=True).start()
+        threading.Thread(
+            target=_open_vectors, args=(gateway,), name="engram-vectors-open", daemon=True
+        ).start()
     return gateway
 
 
@@ -127,8 +144,13 @@ def local_gateway(settings: Settings) -> Gateway:
     inbox for it)."""
     from engram.settings import load_settings
 
-    local = load_settings(overrides={"data_dir": settings.data_dir,
-                                     "config_dir": settings.config_dir, "embedder": "none"})
+    local = load_settings(
+        overrides={
+            "data_dir": settings.data_dir,
+            "config_dir": settings.config_dir,
+            "embedder": "none",
+        }
+    )
     for name, level in QUIET_LOGGERS.items():  # kombu's memory:// chatter
         logging.getLogger(name).setLevel(level)
     return build_gateway(local, start_worker=False)
@@ -147,20 +169,27 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     try:
         # Bind before starting the worker: a taken port fails before any work begins. Waitress's
         # own body limit sits above Flask's, so an oversized request gets the JSON 413.
-        server = create_server(gateway.app, host=settings.host, port=settings.port,
-                               threads=settings.server_threads, ident="engram",
-                               max_request_body_size=2 * max(settings.max_body_bytes,
-                                                             settings.max_import_bytes),
-                               clear_untrusted_proxy_headers=True)
+        server = create_server(
+            gateway.app,
+            host=settings.host,
+            port=settings.port,
+            threads=settings.server_threads,
+            ident="engram",
+            max_request_body_size=2 * max(settings.max_body_bytes, settings.max_import_bytes),
+            clear_untrusted_proxy_headers=True,
+        )
     except OSError:
         gateway.close()
         raise
     gateway.start_worker()
     port = server.effective_port
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-    mode = ("embedded (in-process worker, no other server needed)" if settings.embedded
-            else f"distributed (broker {redact_url(settings.broker_url)}; run `engram worker` and "
-                 "`engram beat`)")
+    mode = (
+        "embedded (in-process worker, no other server needed)"
+        if settings.embedded
+        else f"distributed (broker {redact_url(settings.broker_url)}; run `engram worker` and "
+        "`engram beat`)"
+    )
     announce(f"Engram {gateway.app.config['ENGRAM_VERSION']} listening on http://{host}:{port}")
     announce(f"  mode:    {mode}")
     announce(f"  data:    {settings.data_dir}")
@@ -171,8 +200,10 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     else:
         where = settings.chroma_url or str(settings.data_dir / "chroma")
         model = f" ({settings.local_model})" if settings.embedder == "local" else ""
-        announce(f"  vectors: {settings.embedder}{model} embedder, Chroma at {where} "
-                 "(loading in the background; `engram status` tells when ready)")
+        announce(
+            f"  vectors: {settings.embedder}{model} embedder, Chroma at {where} "
+            "(loading in the background; `engram status` tells when ready)"
+        )
     announce("Press Ctrl-C to stop.")
 
     def _terminate(_signum: int, _frame: Any) -> None:
@@ -182,8 +213,10 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     # Also for SIGINT: a shell starting us in the background leaves SIGINT ignored.
     signal.signal(signal.SIGINT, _terminate)
     if drain_spool(settings, port):
-        announce("  spool:   hook events spooled on this machine; sending them now "
-                 "(`engram capture` shows them)")
+        announce(
+            "  spool:   hook events spooled on this machine; sending them now "
+            "(`engram capture` shows them)"
+        )
     try:
         server.run()  # returns after Ctrl-C or SIGTERM
     finally:
@@ -208,8 +241,10 @@ STOP_DEADLINE_SECONDS = 4.0
 def _exit_now(announce: Callable[[str], None]) -> None:
     import os
 
-    announce(f"Stopped (work still running after {STOP_DEADLINE_SECONDS:.0f}s was cut short; "
-             "it resumes from the inbox at the next start).")
+    announce(
+        f"Stopped (work still running after {STOP_DEADLINE_SECONDS:.0f}s was cut short; "
+        "it resumes from the inbox at the next start)."
+    )
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -223,16 +258,27 @@ def drain_spool(settings: Settings, port: int) -> bool:
     import subprocess
 
     directory = settings.data_dir / "spool"
-    waiting = (directory / "events.jsonl").exists() and (directory / "events.jsonl").stat(
-        ).st_size > 0 or any(directory.glob("draining-*.jsonl"))
+    waiting = (
+        (directory / "events.jsonl").exists()
+        and (directory / "events.jsonl").stat().st_size > 0
+        or any(directory.glob("draining-*.jsonl"))
+    )
     if not waiting:
         return False
-    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(settings.host,
-                                                                       settings.host)
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    env = {**os.environ, "ENGRAM_DATA_DIR": str(settings.data_dir),
-           "ENGRAM_CONFIG_DIR": str(settings.config_dir), "ENGRAM_URL": url}
-    subprocess.Popen([sys.executable, "-m", "engram.agents.capture", "--drain-quietly"],  # noqa: S603
-                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    env = {
+        **os.environ,
+        "ENGRAM_DATA_DIR": str(settings.data_dir),
+        "ENGRAM_CONFIG_DIR": str(settings.config_dir),
+        "ENGRAM_URL": url,
+    }
+    subprocess.Popen(
+        [sys.executable, "-m", "engram.agents.capture", "--drain-quietly"],  # noqa: S603
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return True

@@ -20,7 +20,98 @@ MAX_TERM_LENGTH = 64
 """Longer tokens (hashes, base64) are dropped: they never make useful keywords."""
 
 STOP_WORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you", "your", "about", "after", "before", "again", "any", "all", "also", "am", "both", "each", "few", "more", "most", "other", "some", "such", "only", "own", "same", "too", "very", "should", "now", "i'm", "let", "us", "please"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "about",
+        "after",
+        "before",
+        "again",
+        "any",
+        "all",
+        "also",
+        "am",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "only",
+        "own",
+        "same",
+        "too",
+        "very",
+        "should",
+        "now",
+        "i'm",
+        "let",
+        "us",
+        "please",
+    ]
 )
 """Dropped from queries only: a stop word in a question adds cost and no signal."""
 
@@ -78,9 +169,9 @@ def stem(word: str) -> str:
 
 
 # The same table keyed by stem, so "tests" and "testing" find the synonyms of "test".
-_STEM_SYNONYMS = {stem(word): tuple(group) for group in SYNONYM_GROUPS for word in group
-                  if " " not in word}
-
+_STEM_SYNONYMS = {
+    stem(word): tuple(group) for group in SYNONYM_GROUPS for word in group if " " not in word
+}
 
 
 def split_identifier(token: str) -> list[str]:

@@ -12,7 +12,11 @@ from engram.store import Store, dumps, iso, loads, now
 
 
 def record(
-    conn: Connection, actor: str, action: str, target_kind: str, target_id: str,
+    conn: Connection,
+    actor: str,
+    action: str,
+    target_kind: str,
+    target_id: str,
     details: dict[str, Any] | None = None,
 ) -> None:
     """Write one audit row inside the caller's transaction (so it commits with the change).
@@ -21,14 +25,21 @@ def record(
     """
     conn.execute(
         insert(audit_log).values(
-            at=now(), actor=actor, action=action, target_kind=target_kind,
-            target_id=target_id, details=dumps(details or {}),
+            at=now(),
+            actor=actor,
+            action=action,
+            target_kind=target_kind,
+            target_id=target_id,
+            details=dumps(details or {}),
         )
     )
 
 
 def list_entries(
-    store: Store, limit: int, cursor: str | None = None, target_id: str | None = None,
+    store: Store,
+    limit: int,
+    cursor: str | None = None,
+    target_id: str | None = None,
     action: str | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on the row id."""
@@ -46,8 +57,13 @@ def list_entries(
         rows = conn.execute(stmt).all()
     items = [
         {
-            "id": r.id, "at": iso(r.at), "actor": r.actor, "action": r.action,
-            "targetKind": r.target_kind, "targetId": r.target_id, "details": loads(r.details, {}),
+            "id": r.id,
+            "at": iso(r.at),
+            "actor": r.actor,
+            "action": r.action,
+            "targetKind": r.target_kind,
+            "targetId": r.target_id,
+            "details": loads(r.details, {}),
         }
         for r in rows[:limit]
     ]

@@ -41,8 +41,14 @@ def is_loopback_url(url: str) -> bool:
 
 
 class Client:
-    def __init__(self, base_url: str, secret: str | None, *, explicit_secret: bool = False,
-                 timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        secret: str | None,
+        *,
+        explicit_secret: bool = False,
+        timeout: float = 10.0,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         send = secret and (explicit_secret or is_loopback_url(self.base_url))
@@ -60,8 +66,9 @@ class Client:
         headers = {**self._auth, "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers=headers)
+        req = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers=headers
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
@@ -76,7 +83,8 @@ class Client:
             # URLError wraps what happened before a response: refused, no route, a name that
             # does not resolve. A timeout or reset while waiting may follow a delivered request.
             never_sent = isinstance(exc, urllib.error.URLError) and not isinstance(
-                reason, (TimeoutError, ConnectionResetError))
+                reason, (TimeoutError, ConnectionResetError)
+            )
             raise Unreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
@@ -92,5 +100,6 @@ def client_for(args: Any, settings: Any, timeout: float = 60.0) -> Client:
     from engram.secret import client_secret
 
     url = getattr(args, "url", None) or settings.gateway_url
-    return Client(url, client_secret(settings), explicit_secret=bool(settings.secret),
-                  timeout=timeout)
+    return Client(
+        url, client_secret(settings), explicit_secret=bool(settings.secret), timeout=timeout
+    )

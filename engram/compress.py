@@ -25,18 +25,22 @@ SCAN_CHARS = 100_000
 """Longer outputs are scanned for errors at the head (20%) and tail (80%): failures print last."""
 
 # Tool names as hook_key() spells them, across hosts (Claude Code, Codex, Gemini, Kimi, Copilot...).
-_TOOL_KINDS = {tool: kind for kind, tools in {
-    "command": "bash shell runshellcommand runcommand execcommand localshell runterminalcmd "
-    "terminal shellcommand executecommand powershell",
-    "edit": "edit multiedit write notebookedit applypatch patch writefile replace editfile "
-    "writecode create createfile searchreplace writetofile strreplacefile strreplaceeditor",
-    "read": "read readfile readmanyfiles view viewfile openfile notebookread",
-    "search": "grep glob searchfilecontent codebasesearch grepsearch filesearch find search "
-    "list ls listdirectory listdir findfiles",
-    "web": "webfetch websearch googlewebsearch fetch fetchurl searchweb",
-    "agent": "task agent subagent delegate runsubagent",
-    "note": "todowrite settodolist writetodos updateplan exitplanmode savememory think",
-}.items() for tool in tools.split()}
+_TOOL_KINDS = {
+    tool: kind
+    for kind, tools in {
+        "command": "bash shell runshellcommand runcommand execcommand localshell runterminalcmd "
+        "terminal shellcommand executecommand powershell",
+        "edit": "edit multiedit write notebookedit applypatch patch writefile replace editfile "
+        "writecode create createfile searchreplace writetofile strreplacefile strreplaceeditor",
+        "read": "read readfile readmanyfiles view viewfile openfile notebookread",
+        "search": "grep glob searchfilecontent codebasesearch grepsearch filesearch find search "
+        "list ls listdirectory listdir findfiles",
+        "web": "webfetch websearch googlewebsearch fetch fetchurl searchweb",
+        "agent": "task agent subagent delegate runsubagent",
+        "note": "todowrite settodolist writetodos updateplan exitplanmode savememory think",
+    }.items()
+    for tool in tools.split()
+}
 # Hosts without tool names (Cursor, Windsurf) say what happened in the hook name instead.
 _SHELL_HOOKS = {"aftershellexecution", "beforeshellexecution", "postruncommand", "preruncommand"}
 _EDIT_HOOKS = {"afterfileedit", "postwritecode", "prewritecode", "aftertabfileedit"}
@@ -44,38 +48,110 @@ _PROMPT_HOOKS = {"userpromptsubmit", "beforesubmitprompt", "beforeagent", "preus
 STOP_HOOKS = frozenset({"stop", "afteragent", "afteragentresponse", "postcascaderesponse"})
 """Hooks (as ``hook_key`` spells them) whose message is the agent's final answer for the turn."""
 _SESSION_LABELS = {
-    "sessionstart": "Session started", "sessionend": "Session ended",
-    "subagentstop": "Subagent finished", "notification": "Notification",
-    "precompact": "Context compacted", "precompress": "Context compacted",
+    "sessionstart": "Session started",
+    "sessionend": "Session ended",
+    "subagentstop": "Subagent finished",
+    "notification": "Notification",
+    "precompact": "Context compacted",
+    "precompress": "Context compacted",
     **dict.fromkeys(STOP_HOOKS, "Agent finished"),
 }
-_EXT_LANG = {ext: lang for lang, exts in {
-    "python": "py pyi", "typescript": "ts tsx", "javascript": "js jsx mjs cjs", "go": "go",
-    "rust": "rs", "java": "java", "kotlin": "kt", "ruby": "rb", "php": "php", "c": "c h",
-    "cpp": "cc cpp hpp", "csharp": "cs", "swift": "swift", "shell": "sh bash", "sql": "sql",
-    "markdown": "md", "yaml": "yml yaml", "toml": "toml", "html": "html", "css": "css scss",
-    "terraform": "tf", "elixir": "ex exs",
-}.items() for ext in exts.split()}
+_EXT_LANG = {
+    ext: lang
+    for lang, exts in {
+        "python": "py pyi",
+        "typescript": "ts tsx",
+        "javascript": "js jsx mjs cjs",
+        "go": "go",
+        "rust": "rs",
+        "java": "java",
+        "kotlin": "kt",
+        "ruby": "rb",
+        "php": "php",
+        "c": "c h",
+        "cpp": "cc cpp hpp",
+        "csharp": "cs",
+        "swift": "swift",
+        "shell": "sh bash",
+        "sql": "sql",
+        "markdown": "md",
+        "yaml": "yml yaml",
+        "toml": "toml",
+        "html": "html",
+        "css": "css scss",
+        "terraform": "tf",
+        "elixir": "ex exs",
+    }.items()
+    for ext in exts.split()
+}
 _CONCEPT_PROGRAMS = {
-    "git": "git gh", "test": "pytest tox nox jest vitest mocha rspec phpunit",
+    "git": "git gh",
+    "test": "pytest tox nox jest vitest mocha rspec phpunit",
     "python": "python python3 pip pip3 pytest tox nox ruff mypy flake8 pylint",
-    "javascript": "node npm yarn pnpm bun jest vitest mocha eslint", "typescript": "tsc",
-    "lint": "ruff mypy flake8 pylint eslint", "docker": "docker docker-compose podman",
-    "kubernetes": "kubectl helm", "go": "go", "rust": "cargo", "build": "make cmake",
-    "java": "mvn gradle", "database": "psql sqlite3 mysql", "http": "curl wget",
+    "javascript": "node npm yarn pnpm bun jest vitest mocha eslint",
+    "typescript": "tsc",
+    "lint": "ruff mypy flake8 pylint eslint",
+    "docker": "docker docker-compose podman",
+    "kubernetes": "kubectl helm",
+    "go": "go",
+    "rust": "cargo",
+    "build": "make cmake",
+    "java": "mvn gradle",
+    "database": "psql sqlite3 mysql",
+    "http": "curl wget",
 }
 # Programs whose "test..." sub-command runs tests: `npm test`, `go test ./...`, `python -m pytest`.
 _TEST_RUNNERS = "npm yarn pnpm bun go cargo make dotnet mvn gradle mix deno just python python3"
 _WRAPPERS = {"sudo", "time", "env", "nice", "exec", "uv", "poetry", "pipenv", "npx", "run", "-m"}
 # Commands that print content (files, logs, matches): "Error:" in their output is not their failure.
-_CONTENT_PROGRAMS = {"cat", "head", "tail", "less", "grep", "rg", "find", "ls", "echo", "sed", "awk",
-                     "jq", "diff", "wc", "git diff", "git log", "git show", "git grep", "git blame"}
+_CONTENT_PROGRAMS = {
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "grep",
+    "rg",
+    "find",
+    "ls",
+    "echo",
+    "sed",
+    "awk",
+    "jq",
+    "diff",
+    "wc",
+    "git diff",
+    "git log",
+    "git show",
+    "git grep",
+    "git blame",
+}
 
 _PATH_KEYS = ("file_path", "filePath", "absolute_path", "path", "notebook_path", "target_file")
-_TEXT_KEYS = ("stdout", "stderr", "output", "llmContent", "content", "result", "textResultForLlm",
-              "text", "error", "message", "file", "filenames", "results")  # in output order
-_MESSAGE_KEYS = ("last_assistant_message", "lastAssistantMessage", "prompt_response", "response",
-                 "message", "text", "reason", "source")
+_TEXT_KEYS = (
+    "stdout",
+    "stderr",
+    "output",
+    "llmContent",
+    "content",
+    "result",
+    "textResultForLlm",
+    "text",
+    "error",
+    "message",
+    "file",
+    "filenames",
+    "results",
+)  # in output order
+_MESSAGE_KEYS = (
+    "last_assistant_message",
+    "lastAssistantMessage",
+    "prompt_response",
+    "response",
+    "message",
+    "text",
+    "reason",
+    "source",
+)
 _EXIT_KEYS = ("exit_code", "exitCode", "returncode", "exit_status", "exitStatus")
 _EXIT_RE = re.compile(r"\bexit(?:ed with)?[ _](?:code|status)\b[\s:=]*(-?\d{1,5})\b", re.I)
 _ERROR_RE = re.compile(
@@ -88,7 +164,8 @@ _ERROR_RE = re.compile(
 )
 _NOT_AN_ERROR = re.compile(r"(?i)\berror:\s*(?:\(none\)|none|null)?\s*$")  # Gemini: "Error: (none)"
 _PATCH_FILE_RE = re.compile(
-    r"^(?:\*\*\* (?:Add|Update|Delete) File:|\*\*\* Move to:|\+\+\+ (?:b/)?)\s*(\S.*?)\s*$", re.M)
+    r"^(?:\*\*\* (?:Add|Update|Delete) File:|\*\*\* Move to:|\+\+\+ (?:b/)?)\s*(\S.*?)\s*$", re.M
+)
 
 
 @dataclass(frozen=True)
@@ -112,17 +189,25 @@ def compress(event: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) -> Co
     hook_name, tool = _first(ev, "hookType"), _first(ev, "toolName").strip()
     hook, raw_in, out = hook_key(hook_name), ev.get("toolInput"), ev.get("toolOutput")
     prompt = _text(ev.get("prompt")).strip()  # Kimi sends a list of text parts
-    has_tool = bool(tool) or hook in _SHELL_HOOKS | _EDIT_HOOKS or "mcp" in hook or (
-        hook not in _PROMPT_HOOKS and raw_in not in (None, "", {}, []))
+    has_tool = (
+        bool(tool)
+        or hook in _SHELL_HOOKS | _EDIT_HOOKS
+        or "mcp" in hook
+        or (hook not in _PROMPT_HOOKS and raw_in not in (None, "", {}, []))
+    )
     if hook in _SESSION_LABELS or not (has_tool or prompt):
         label = _SESSION_LABELS.get(hook) or f"{hook_name or 'Session'} event"
-        found = (s if isinstance(s, str) else _first(_mapping(s), *_MESSAGE_KEYS)
-                 for s in (out, raw_in, ev))  # wherever the adapter put the message
+        found = (
+            s if isinstance(s, str) else _first(_mapping(s), *_MESSAGE_KEYS)
+            for s in (out, raw_in, ev)
+        )  # wherever the adapter put the message
         message = next((m.strip() for m in found if m.strip()), "")
         failure = _text(ev.get("error")).strip()
         if failure or "error" in hook:  # a host-level error hook (Copilot's errorOccurred)
             error = failure or message or f"{label} without details"
-            return _finish("error", f"Error: {error}", limit, tail=error, errors=[one_line(error, 300)])
+            return _finish(
+                "error", f"Error: {error}", limit, tail=error, errors=[one_line(error, 300)]
+            )
         return _finish("session", f"{label}: {message}" if message else label, limit, tail=message)
     if prompt and (hook in _PROMPT_HOOKS or not has_tool):
         return _finish("prompt", f"Prompt: {prompt}", limit, tail=prompt)
@@ -133,12 +218,22 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
     raw_in, out, project = ev.get("toolInput"), ev.get("toolOutput"), _first(ev, "project")
     inp, out_map = _mapping(raw_in), (out if isinstance(out, Mapping) else {})
     mcp = tool.lower().startswith("mcp_") or "mcp" in hook
-    kind = "tool" if mcp else _TOOL_KINDS.get(hook_key(tool)) or (
-        "command" if hook in _SHELL_HOOKS or isinstance(inp.get("command"), (str, list))
-        else "edit" if hook in _EDIT_HOOKS else "tool")
+    kind = (
+        "tool"
+        if mcp
+        else _TOOL_KINDS.get(hook_key(tool))
+        or (
+            "command"
+            if hook in _SHELL_HOOKS or isinstance(inp.get("command"), (str, list))
+            else "edit"
+            if hook in _EDIT_HOOKS
+            else "tool"
+        )
+    )
     flagged = True in (out_map.get("is_error"), out_map.get("isError"))  # also Copilot's below
     failure = _text(ev.get("error") or out_map.get("error")) or (
-        _text(out) if flagged or out_map.get("resultType") == "failure" else "")
+        _text(out) if flagged or out_map.get("resultType") == "failure" else ""
+    )
     path = _first(inp, *_PATH_KEYS) or _first(out_map, *_PATH_KEYS)
     shown, tail = _display(path, project), _text(out)
     parts = [f"File: {path}"] if path and kind in ("edit", "read") else []
@@ -152,8 +247,10 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
         cmd = _command(inp, raw_in)
         tail = "\n".join(t for t in (_text(_mapping(out) or out), failure) if t)
         code = _exit_code(out_map or _mapping(out), tail)
-        shows_content = all(prog in _CONTENT_PROGRAMS or " ".join([prog, *args[:1]]) in
-                            _CONTENT_PROGRAMS for prog, args in _segments(cmd))
+        shows_content = all(
+            prog in _CONTENT_PROGRAMS or " ".join([prog, *args[:1]]) in _CONTENT_PROGRAMS
+            for prog, args in _segments(cmd)
+        )
         if code or (code is None and not shows_content):  # a known exit 0 is a success
             errors = _scan_errors(tail) or errors
         if code and not errors:  # a silent non-zero exit is still a failure worth finding
@@ -167,7 +264,9 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
         edits = [e for e in [inp, *_list(inp.get("edits"))] if isinstance(e, Mapping)]
         diff = "\n".join(d for d in (_diff(e, limit) for e in edits) if d)
         content = _first(inp, "content", "file_text", "new_content")
-        modified = [path] if path else [f for f in _PATCH_FILE_RE.findall(patch) if f != "/dev/null"]
+        modified = (
+            [path] if path else [f for f in _PATCH_FILE_RE.findall(patch) if f != "/dev/null"]
+        )
         names = ", ".join(_display(f, project) for f in modified[:3]) or "a file"
         names += f" (+{len(modified) - 3} more)" if len(modified) > 3 else ""
         if path and content and not diff:
@@ -181,8 +280,11 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
     elif kind == "search":
         pattern = _first(inp, "pattern", "query", "regex", "glob", "search_term", "q")
         where = _display(_first(inp, "path", "dir_path", "directory", "include"), project)
-        title = f"Listed {where or 'files'}" if not pattern else f"Searched for `{pattern}`" + (
-            f" in {where}" if where else "")
+        title = (
+            f"Listed {where or 'files'}"
+            if not pattern
+            else f"Searched for `{pattern}`" + (f" in {where}" if where else "")
+        )
     elif kind == "web":
         ask = _first(inp, "query", "q", "prompt")  # Gemini's web_fetch has only a prompt
         url = _first(inp, "url", "uri") or next(iter(re.findall(r"https?://\S+", ask)), "")
@@ -196,8 +298,10 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
         todos = [t for t in _list(inp.get("todos")) if isinstance(t, Mapping)]
         done = [t.get("status") in ("completed", "done") for t in todos]
         title = f"Updated todo list ({sum(done)}/{len(todos)} done)" if todos else tool
-        tail = "\n".join(f"[{'x' if d else ' '}] {_first(t, 'content', 'title')}"
-                         for t, d in zip(todos, done, strict=True)) or _text(raw_in)
+        tail = "\n".join(
+            f"[{'x' if d else ' '}] {_first(t, 'content', 'title')}"
+            for t, d in zip(todos, done, strict=True)
+        ) or _text(raw_in)
     else:
         server, _, fn = tool.rpartition("__")
         server = server.rpartition("__")[2]  # "mcp__github__get_issue" -> github, get_issue
@@ -208,13 +312,33 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
     if "failure" in hook or "error" in hook:  # PostToolUseFailure: the tool call itself failed
         kind, title = "error", f"Failed: {title}"
         errors = errors or [f"{tool or 'tool call'} failed"]
-    return _finish(kind, title, limit, parts=parts, tail=tail, read=read, modified=modified,
-                   commands=commands, errors=errors, concepts=concepts)
+    return _finish(
+        kind,
+        title,
+        limit,
+        parts=parts,
+        tail=tail,
+        read=read,
+        modified=modified,
+        commands=commands,
+        errors=errors,
+        concepts=concepts,
+    )
 
 
-def _finish(kind: str, title: str, limit: int, *, parts: Iterable[str] = (), tail: str = "",
-            read: Iterable[str] = (), modified: Iterable[str] = (), commands: Iterable[str] = (),
-            errors: Iterable[str] = (), concepts: Iterable[str] = ()) -> Compressed:
+def _finish(
+    kind: str,
+    title: str,
+    limit: int,
+    *,
+    parts: Iterable[str] = (),
+    tail: str = "",
+    read: Iterable[str] = (),
+    modified: Iterable[str] = (),
+    commands: Iterable[str] = (),
+    errors: Iterable[str] = (),
+    concepts: Iterable[str] = (),
+) -> Compressed:
     title = one_line(title) or "Event"
     errors, read, modified = _unique(errors)[:MAX_ERRORS], _unique(read), _unique(modified)
     commands = _unique(clip(c, 1000) for c in commands)
@@ -233,9 +357,19 @@ def _finish(kind: str, title: str, limit: int, *, parts: Iterable[str] = (), tai
         name = path.replace("\\", "/").rpartition("/")[2].lower()
         found.append(_EXT_LANG.get(name.rpartition(".")[2], "") if "." in name else "")
         found.append("docker" if name.startswith(("dockerfile", "docker-compose")) else "")
-        found.append("test" if re.search(r"(^|/)tests?/|test_|_test\.|\.(test|spec)\.", path) else "")
-    return Compressed(kind, title, clip(text, limit), read, modified, commands, errors,
-                      _unique(found)[:MAX_CONCEPTS])
+        found.append(
+            "test" if re.search(r"(^|/)tests?/|test_|_test\.|\.(test|spec)\.", path) else ""
+        )
+    return Compressed(
+        kind,
+        title,
+        clip(text, limit),
+        read,
+        modified,
+        commands,
+        errors,
+        _unique(found)[:MAX_CONCEPTS],
+    )
 
 
 def clip(text: str, max_chars: int, head_share: float = 0.5) -> str:
@@ -259,7 +393,11 @@ def clip(text: str, max_chars: int, head_share: float = 0.5) -> str:
 
 def _safe(text: str, i: int, step: int) -> int:
     """Move a cut index by ``step`` when it falls between the halves of a surrogate pair."""
-    pair = 0 < i < len(text) and "\ud800" <= text[i - 1] <= "\udbff" and "\udc00" <= text[i] <= "\udfff"
+    pair = (
+        0 < i < len(text)
+        and "\ud800" <= text[i - 1] <= "\udbff"
+        and "\udc00" <= text[i] <= "\udfff"
+    )
     return i + step if pair else i
 
 
@@ -305,8 +443,16 @@ def _exit_code(out: Mapping[str, Any], text: str) -> int | None:
 
 
 def _command(inp: Mapping[str, Any], raw: Any) -> str:
-    value = raw if isinstance(raw, (str, list)) and not inp else (
-        inp.get("command") or inp.get("cmd") or inp.get("command_line") or inp.get("commandLine"))
+    value = (
+        raw
+        if isinstance(raw, (str, list)) and not inp
+        else (
+            inp.get("command")
+            or inp.get("cmd")
+            or inp.get("command_line")
+            or inp.get("commandLine")
+        )
+    )
     if isinstance(value, list):  # Codex: ["bash", "-lc", "pytest -q"]
         words = [str(v) for v in value]
         shell = len(words) == 3 and words[0].rpartition("/")[2] in ("bash", "sh", "zsh")
@@ -352,8 +498,11 @@ def _text(value: Any, depth: int = 0) -> str:
     if value is None or isinstance(value, str):
         return value or ""
     if isinstance(value, Mapping) and depth < 5:
-        found = [("stderr: " if key == "stderr" else "") + _text(value.get(key), depth + 1)
-                 for key in _TEXT_KEYS if value.get(key) not in (None, "", [], {})]
+        found = [
+            ("stderr: " if key == "stderr" else "") + _text(value.get(key), depth + 1)
+            for key in _TEXT_KEYS
+            if value.get(key) not in (None, "", [], {})
+        ]
         return "\n".join(found) if found else _dump(value)
     if isinstance(value, (list, tuple)) and depth < 5:
         return "\n".join(t for t in (_text(v, depth + 1) for v in value) if t)

@@ -36,25 +36,33 @@ def estimate_tokens(text: str) -> int:
 
 
 def profile(store: Store, scope: Scope) -> dict[str, Any]:
-    stmt = select(observations_table.c.files_read, observations_table.c.files_modified,
-                  observations_table.c.commands, observations_table.c.concepts)
+    stmt = select(
+        observations_table.c.files_read,
+        observations_table.c.files_modified,
+        observations_table.c.commands,
+        observations_table.c.concepts,
+    )
     count_obs = scoped(select(func.count()).select_from(observations_table), scope)
-    count_sessions = scoped(select(func.count()).select_from(sessions_table), scope,
-                            sessions_table)
-    stmt = scoped(stmt, scope).order_by(observations_table.c.created_at.desc()).limit(PROFILE_SAMPLE)
+    count_sessions = scoped(select(func.count()).select_from(sessions_table), scope, sessions_table)
+    stmt = (
+        scoped(stmt, scope).order_by(observations_table.c.created_at.desc()).limit(PROFILE_SAMPLE)
+    )
     files: Counter[str] = Counter()
     commands: Counter[str] = Counter()
     concepts: Counter[str] = Counter()
     with store.read() as conn:
         for row in conn.execute(stmt):
             files.update(loads(row.files_modified, []) * 2 + loads(row.files_read, []))
-            commands.update(c.split(" ", 2)[0] if len(c) > 60 else c
-                            for c in loads(row.commands, []))
+            commands.update(
+                c.split(" ", 2)[0] if len(c) > 60 else c for c in loads(row.commands, [])
+            )
             concepts.update(loads(row.concepts, []))
         n_obs = int(conn.execute(count_obs).scalar_one())
         n_sessions = int(conn.execute(count_sessions).scalar_one())
     return {
-        "project": scope.project, "sessions": n_sessions, "observations": n_obs,
+        "project": scope.project,
+        "sessions": n_sessions,
+        "observations": n_obs,
         "topFiles": [f for f, _ in files.most_common(8)],
         "topCommands": [c for c, _ in commands.most_common(5)],
         "concepts": [c for c, _ in concepts.most_common(8)],
@@ -67,11 +75,17 @@ def profile_query(prof: dict[str, Any]) -> str:
     return " ".join([*prof["concepts"], *names])
 
 
-def build(store: Store, scope: Scope, *, query: str | None = None,
-          session_id: str | None = None, budget_tokens: int = 2000,
-          vectors: Vectors | None = None,
-          weights: Mapping[str, float] | None = None, rrf_k: int = search.RRF_K
-          ) -> dict[str, Any]:
+def build(
+    store: Store,
+    scope: Scope,
+    *,
+    query: str | None = None,
+    session_id: str | None = None,
+    budget_tokens: int = 2000,
+    vectors: Vectors | None = None,
+    weights: Mapping[str, float] | None = None,
+    rrf_k: int = search.RRF_K,
+) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
     Memories are found by hybrid search for the session's first prompt (``query``) or, without
@@ -82,8 +96,19 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
     def find(limit: int, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         if not wanted.strip():
             return []
-        return list(search.search(store, wanted, scope, limit=limit, mode="hybrid", kinds=kinds,
-                                  vectors=vectors, weights=weights, rrf_k=rrf_k)["items"])
+        return list(
+            search.search(
+                store,
+                wanted,
+                scope,
+                limit=limit,
+                mode="hybrid",
+                kinds=kinds,
+                vectors=vectors,
+                weights=weights,
+                rrf_k=rrf_k,
+            )["items"]
+        )
 
     sections: list[tuple[str, list[str]]] = []
     head = f"# Engram memory: {scope.project}"
@@ -91,7 +116,9 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
     if prof["topFiles"]:
         prof_lines.append("- Files most worked on: " + ", ".join(prof["topFiles"]))
     if prof["topCommands"]:
-        prof_lines.append("- Frequent commands: " + ", ".join(f"`{c}`" for c in prof["topCommands"]))
+        prof_lines.append(
+            "- Frequent commands: " + ", ".join(f"`{c}`" for c in prof["topCommands"])
+        )
     if prof["concepts"]:
         prof_lines.append("- Concepts: " + ", ".join(prof["concepts"]))
     if prof["observations"]:
@@ -116,13 +143,16 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
             sections.append(("## Open items", open_items))
 
     if query:
-        rel = [f"- [{i['kind']}] {i['title']} ({(i['createdAt'] or '')[:10]})"
-               for i in find(10, ("observation", "summary"))]
+        rel = [
+            f"- [{i['kind']}] {i['title']} ({(i['createdAt'] or '')[:10]})"
+            for i in find(10, ("observation", "summary"))
+        ]
     else:
         rel = []
         with store.read() as conn:
             stmt = scoped(select(observations_table), scope).order_by(
-                observations_table.c.created_at.desc())
+                observations_table.c.created_at.desc()
+            )
             for row in conn.execute(stmt.limit(10)):
                 rel.append(f"- [{row.kind}] {row.title} ({(iso(row.created_at) or '')[:10]})")
     if rel:
@@ -131,8 +161,9 @@ def build(store: Store, scope: Scope, *, query: str | None = None,
     return _fit(head, sections, budget_tokens, prof)
 
 
-def _fit(head: str, sections: list[tuple[str, list[str]]], budget: int,
-         prof: dict[str, Any]) -> dict[str, Any]:
+def _fit(
+    head: str, sections: list[tuple[str, list[str]]], budget: int, prof: dict[str, Any]
+) -> dict[str, Any]:
     """Whole items, in order, while they fit; a section heading only with at least one item."""
     out = [head]
     used = estimate_tokens(head) + 1
@@ -154,6 +185,12 @@ def _fit(head: str, sections: list[tuple[str, list[str]]], budget: int,
             out.extend(block)
             included += len(block)
     text = "\n".join(out) if included else ""
-    return {"context": text, "tokens": estimate_tokens(text), "budgetTokens": budget,
-            "tokenEstimate": TOKEN_ESTIMATE, "items": included, "omitted": omitted,
-            "profile": prof}
+    return {
+        "context": text,
+        "tokens": estimate_tokens(text),
+        "budgetTokens": budget,
+        "tokenEstimate": TOKEN_ESTIMATE,
+        "items": included,
+        "omitted": omitted,
+        "profile": prof,
+    }

@@ -101,11 +101,14 @@ def _fts_scope_column(conn: Connection) -> None:
     Fts5Index().create(conn)
     rows = conn.exec_driver_sql(
         "SELECT f.rowid, f.body, d.doc_id, d.kind, d.project, d.agent_id FROM kw_fts_old AS f "
-        "JOIN kw_docs AS d ON d.id = f.rowid").all()
+        "JOIN kw_docs AS d ON d.id = f.rowid"
+    ).all()
     for row in rows:
         doc = KeywordDoc(row.doc_id, row.kind, row.project, row.body, 0.0, agent_id=row.agent_id)
-        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
-                             (row.rowid, row.body, scope_tokens(doc)))
+        conn.exec_driver_sql(
+            "INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
+            (row.rowid, row.body, scope_tokens(doc)),
+        )
     conn.exec_driver_sql("DROP TABLE kw_fts_old")
 
 
@@ -120,21 +123,27 @@ def _derive_queue(conn: Connection) -> None:
     for row in conn.execute(select(kw.c.doc_id, kw.c.kind)).all():
         body: str | None = None
         if row.kind == "observation":
-            o = conn.execute(select(obs.c.text, obs.c.files_read, obs.c.files_modified)
-                             .where(obs.c.id == row.doc_id)).first()
+            o = conn.execute(
+                select(obs.c.text, obs.c.files_read, obs.c.files_modified).where(
+                    obs.c.id == row.doc_id
+                )
+            ).first()
             if o is not None:
-                files = " ".join(json.loads(o.files_read or "[]")
-                                 + json.loads(o.files_modified or "[]"))
+                files = " ".join(
+                    json.loads(o.files_read or "[]") + json.loads(o.files_modified or "[]")
+                )
                 body = f"{o.text}\n{files}" if files else o.text
         elif row.kind == "memory":
-            m = conn.execute(select(mem.c.content, mem.c.concepts)
-                             .where(mem.c.id == row.doc_id)).first()
+            m = conn.execute(
+                select(mem.c.content, mem.c.concepts).where(mem.c.id == row.doc_id)
+            ).first()
             if m is not None:
                 concepts = " ".join(json.loads(m.concepts or "[]"))
                 body = f"{m.content}\n{concepts}" if concepts else m.content
         elif row.kind == "summary":
-            body = conn.execute(select(ses.c.summary).where(
-                ses.c.id == row.doc_id.removeprefix("sum_"))).scalar()
+            body = conn.execute(
+                select(ses.c.summary).where(ses.c.id == row.doc_id.removeprefix("sum_"))
+            ).scalar()
         if body is not None:
             conn.execute(update(kw).where(kw.c.doc_id == row.doc_id).values(body=body))
     from engram.derive import enqueue_all
@@ -145,8 +154,12 @@ def _derive_queue(conn: Connection) -> None:
 def _graph_tables(conn: Connection) -> None:
     """The knowledge graph's tables; every indexed document is queued so the graph of an
     existing store is built in the background (documents already queued keep their row)."""
-    for table in (schema.graph_entities, schema.graph_mentions, schema.graph_edges,
-                  schema.graph_session_members):
+    for table in (
+        schema.graph_entities,
+        schema.graph_mentions,
+        schema.graph_edges,
+        schema.graph_session_members,
+    ):
         table.create(conn, checkfirst=True)
     from engram.derive import enqueue_all
 
@@ -165,8 +178,10 @@ def _load_indexes(conn: Connection) -> None:
     of an ended session, whether the session still has events waiting: its summary follows the
     last) and keyword documents by kind and time (the vector index keeps the newest
     observations)."""
-    for table, name in ((schema.capture_inbox, "ix_capture_inbox_session"),
-                        (schema.kw_docs, "ix_kw_docs_kind_created")):
+    for table, name in (
+        (schema.capture_inbox, "ix_capture_inbox_session"),
+        (schema.kw_docs, "ix_kw_docs_kind_created"),
+    ):
         next(i for i in table.indexes if i.name == name).create(conn, checkfirst=True)
 
 

@@ -34,13 +34,24 @@ DELETE = "delete"
 def enqueue(conn: Connection, doc_id: str, op: str, targets: Sequence[str] = TARGETS) -> None:
     """Record that ``doc_id`` changed (``op``) for each target; the latest change wins."""
     at = time.time()
-    stmt = dialect_insert(conn.dialect.name)(derive_queue).values([
-        {"target": t, "doc_id": doc_id, "op": op, "enqueued_at": at, "attempts": 0}
-        for t in targets])
-    conn.execute(stmt.on_conflict_do_update(
-        index_elements=[derive_queue.c.target, derive_queue.c.doc_id],
-        set_={"op": op, "enqueued_at": at, "attempts": 0, "claimed_until": None,
-              "last_error": None}))
+    stmt = dialect_insert(conn.dialect.name)(derive_queue).values(
+        [
+            {"target": t, "doc_id": doc_id, "op": op, "enqueued_at": at, "attempts": 0}
+            for t in targets
+        ]
+    )
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=[derive_queue.c.target, derive_queue.c.doc_id],
+            set_={
+                "op": op,
+                "enqueued_at": at,
+                "attempts": 0,
+                "claimed_until": None,
+                "last_error": None,
+            },
+        )
+    )
 
 
 def enqueue_all(conn: Connection, target: str) -> int:
@@ -48,13 +59,17 @@ def enqueue_all(conn: Connection, target: str) -> int:
     rows were queued; documents already queued keep their row."""
     at = time.time()
     before = pending(conn, target)
-    select_docs = select(literal(target, derive_queue.c.target.type), kw_docs.c.doc_id,
-                         literal(UPSERT, derive_queue.c.op.type),
-                         literal(at, derive_queue.c.enqueued_at.type),
-                         literal(0, derive_queue.c.attempts.type)).where(true())
+    select_docs = select(
+        literal(target, derive_queue.c.target.type),
+        kw_docs.c.doc_id,
+        literal(UPSERT, derive_queue.c.op.type),
+        literal(at, derive_queue.c.enqueued_at.type),
+        literal(0, derive_queue.c.attempts.type),
+    ).where(true())
     # (the WHERE lets SQLite parse ON CONFLICT after INSERT ... SELECT)
     stmt = dialect_insert(conn.dialect.name)(derive_queue).from_select(
-        ["target", "doc_id", "op", "enqueued_at", "attempts"], select_docs)
+        ["target", "doc_id", "op", "enqueued_at", "attempts"], select_docs
+    )
     conn.execute(stmt.on_conflict_do_nothing())
     return pending(conn, target) - before
 
@@ -76,29 +91,48 @@ def claim(conn: Connection, target: str, limit: int, lease_seconds: float) -> li
     transaction)."""
     at = time.time()
     rows = conn.execute(
-        select(derive_queue.c.doc_id, derive_queue.c.op, derive_queue.c.enqueued_at,
-               derive_queue.c.attempts)
-        .where(derive_queue.c.target == target,
-               or_(derive_queue.c.claimed_until.is_(None), derive_queue.c.claimed_until < at))
-        .order_by(derive_queue.c.enqueued_at).limit(limit)
-        .with_for_update(skip_locked=True)).all()
+        select(
+            derive_queue.c.doc_id,
+            derive_queue.c.op,
+            derive_queue.c.enqueued_at,
+            derive_queue.c.attempts,
+        )
+        .where(
+            derive_queue.c.target == target,
+            or_(derive_queue.c.claimed_until.is_(None), derive_queue.c.claimed_until < at),
+        )
+        .order_by(derive_queue.c.enqueued_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
     if not rows:
         return []
     ids = [r.doc_id for r in rows]
-    conn.execute(update(derive_queue).where(
-        derive_queue.c.target == target, derive_queue.c.doc_id.in_(ids)).values(
-        claimed_until=at + lease_seconds, attempts=derive_queue.c.attempts + 1))
+    conn.execute(
+        update(derive_queue)
+        .where(derive_queue.c.target == target, derive_queue.c.doc_id.in_(ids))
+        .values(claimed_until=at + lease_seconds, attempts=derive_queue.c.attempts + 1)
+    )
     docs = {r.doc_id: r for r in conn.execute(select(kw_docs).where(kw_docs.c.doc_id.in_(ids)))}
     changes = []
     for r in rows:
         d = docs.get(r.doc_id)
         doc = None
         if r.op == UPSERT and d is not None:
-            doc = KeywordDoc(doc_id=d.doc_id, kind=d.kind, project=d.project, body=d.body or "",
-                             created_at=d.created_at, agent_id=d.agent_id,
-                             session_id=d.session_id)
-        changes.append(Change(r.doc_id, r.op if doc is not None else DELETE, r.enqueued_at,
-                              r.attempts + 1, doc))
+            doc = KeywordDoc(
+                doc_id=d.doc_id,
+                kind=d.kind,
+                project=d.project,
+                body=d.body or "",
+                created_at=d.created_at,
+                agent_id=d.agent_id,
+                session_id=d.session_id,
+            )
+        changes.append(
+            Change(
+                r.doc_id, r.op if doc is not None else DELETE, r.enqueued_at, r.attempts + 1, doc
+            )
+        )
     return changes
 
 
@@ -106,32 +140,44 @@ def done(conn: Connection, target: str, changes: Sequence[Change]) -> None:
     """Remove the rows of ``changes`` that did not change again since they were claimed."""
     if not changes:
         return
-    conn.execute(delete(derive_queue).where(
-        derive_queue.c.target == target,
-        tuple_(derive_queue.c.doc_id, derive_queue.c.enqueued_at).in_(
-            [(c.doc_id, c.enqueued_at) for c in changes])))
+    conn.execute(
+        delete(derive_queue).where(
+            derive_queue.c.target == target,
+            tuple_(derive_queue.c.doc_id, derive_queue.c.enqueued_at).in_(
+                [(c.doc_id, c.enqueued_at) for c in changes]
+            ),
+        )
+    )
 
 
-def failed(conn: Connection, target: str, changes: Sequence[Change], error: str,
-           retry_in: float) -> None:
+def failed(
+    conn: Connection, target: str, changes: Sequence[Change], error: str, retry_in: float
+) -> None:
     """Keep the rows, leased for ``retry_in`` seconds, with the error for status."""
     if not changes:
         return
-    conn.execute(update(derive_queue).where(
-        derive_queue.c.target == target,
-        derive_queue.c.doc_id.in_([c.doc_id for c in changes])).values(
-        claimed_until=time.time() + retry_in, last_error=error[:2000]))
+    conn.execute(
+        update(derive_queue)
+        .where(
+            derive_queue.c.target == target, derive_queue.c.doc_id.in_([c.doc_id for c in changes])
+        )
+        .values(claimed_until=time.time() + retry_in, last_error=error[:2000])
+    )
 
 
 def pending(conn: Connection, target: str) -> int:
-    return int(conn.execute(select(func.count()).select_from(derive_queue).where(
-        derive_queue.c.target == target)).scalar_one())
+    return int(
+        conn.execute(
+            select(func.count()).select_from(derive_queue).where(derive_queue.c.target == target)
+        ).scalar_one()
+    )
 
 
 def oldest_enqueued(conn: Connection, target: str) -> float | None:
     """When the oldest change still queued for ``target`` was queued (None: nothing queued)."""
-    value = conn.execute(select(func.min(derive_queue.c.enqueued_at)).where(
-        derive_queue.c.target == target)).scalar()
+    value = conn.execute(
+        select(func.min(derive_queue.c.enqueued_at)).where(derive_queue.c.target == target)
+    ).scalar()
     return None if value is None else float(value)
 
 
@@ -139,24 +185,33 @@ def observation_cutoff(conn: Connection, keep: int) -> float | None:
     """The creation time of the ``keep``-th newest observation (of every project): older ones
     fall outside an index that keeps the newest ``keep`` (None: there are no more than that)."""
     value = conn.execute(
-        select(kw_docs.c.created_at).where(kw_docs.c.kind == "observation")
-        .order_by(kw_docs.c.created_at.desc()).limit(1).offset(keep - 1)).scalar()
+        select(kw_docs.c.created_at)
+        .where(kw_docs.c.kind == "observation")
+        .order_by(kw_docs.c.created_at.desc())
+        .limit(1)
+        .offset(keep - 1)
+    ).scalar()
     return None if value is None else float(value)
 
 
 def observations_before(conn: Connection, cutoff: float, limit: int) -> list[tuple[str, str]]:
     """(id, project) of observations created before ``cutoff``, newest first."""
     rows = conn.execute(
-        select(kw_docs.c.doc_id, kw_docs.c.project).where(kw_docs.c.kind == "observation",
-                                                          kw_docs.c.created_at < cutoff)
-        .order_by(kw_docs.c.created_at.desc()).limit(limit)).all()
+        select(kw_docs.c.doc_id, kw_docs.c.project)
+        .where(kw_docs.c.kind == "observation", kw_docs.c.created_at < cutoff)
+        .order_by(kw_docs.c.created_at.desc())
+        .limit(limit)
+    ).all()
     return [(r.doc_id, r.project) for r in rows]
 
 
 def last_error(conn: Connection, target: str) -> str | None:
-    return conn.execute(select(derive_queue.c.last_error).where(
-        derive_queue.c.target == target, derive_queue.c.last_error.is_not(None))
-        .order_by(derive_queue.c.enqueued_at.desc()).limit(1)).scalar()
+    return conn.execute(
+        select(derive_queue.c.last_error)
+        .where(derive_queue.c.target == target, derive_queue.c.last_error.is_not(None))
+        .order_by(derive_queue.c.enqueued_at.desc())
+        .limit(1)
+    ).scalar()
 
 
 def clear(conn: Connection, target: str) -> None:
@@ -186,11 +241,15 @@ class DerivingIndex:
         if self.targets:
             enqueue(conn, doc_id, DELETE, self.targets)
 
-    def search(self, conn: Connection, query: str, scope: Scope, limit: int,
-               kinds: tuple[str, ...] | None = None) -> list[KeywordHit]:
+    def search(
+        self,
+        conn: Connection,
+        query: str,
+        scope: Scope,
+        limit: int,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[KeywordHit]:
         return self.backend.search(conn, query, scope, limit, kinds)
 
     def count(self, conn: Connection) -> int:
         return self.backend.count(conn)
-
-

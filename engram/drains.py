@@ -51,14 +51,22 @@ def capture_waiting(store: Store) -> bool:
         return inbox.has_work(conn)
 
 
-def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
-                  keep_observations: int = 0, yield_to_capture: bool = False) -> VectorDrain:
+def drain_vectors(
+    store: Store,
+    vectors: Vectors,
+    batch: int,
+    batches: int = 1,
+    keep_observations: int = 0,
+    yield_to_capture: bool = False,
+) -> VectorDrain:
     """Embed up to ``batches`` batches of ``batch`` queued changes. ``keep_observations`` > 0:
     the index keeps the newest that many observations of all projects (older ones are not
     embedded, and are removed as newer ones arrive). ``yield_to_capture``: stop after the first batch
     while capture has work waiting (``more`` says work is left)."""
     if not vectors.enabled:
-        with store.write(background=True) as conn:  # nothing will ever read them: keep the queue empty
+        with store.write(
+            background=True
+        ) as conn:  # nothing will ever read them: keep the queue empty
             derive.clear(conn, VECTOR_TARGET)
         return VectorDrain()
     index = vectors.index()
@@ -81,10 +89,14 @@ def drain_vectors(store: Store, vectors: Vectors, batch: int, batches: int = 1,
             attempts = max(c.attempts for c in changes)
             delay = backoff_seconds(attempts, *VECTOR_RETRY_SECONDS)
             with store.write(background=True) as conn:
-                derive.failed(conn, VECTOR_TARGET, changes, f"{type(exc).__name__}: {exc}",
-                              delay)
-            log.warning("embedding %d documents failed (attempt %d, retry in %.0fs): %s",
-                        len(changes), attempts, delay, exc)
+                derive.failed(conn, VECTOR_TARGET, changes, f"{type(exc).__name__}: {exc}", delay)
+            log.warning(
+                "embedding %d documents failed (attempt %d, retry in %.0fs): %s",
+                len(changes),
+                attempts,
+                delay,
+                exc,
+            )
             return VectorDrain(embedded, deleted, more=True, failed=True)
         with store.write(background=True) as conn:
             derive.done(conn, VECTOR_TARGET, changes)
@@ -130,20 +142,32 @@ quarter of all events, so embedding keeps up with capture on one core."""
 def _not_embedded(store: Store, changes: list[derive.Change], cutoff: float | None) -> set[str]:
     """Upserted observations the index does not keep: older than the cutoff, or of a kind that
     gets no vector."""
-    docs = [c.doc for c in changes if c.op == derive.UPSERT and c.doc is not None
-            and c.doc.kind == "observation"]
+    docs = [
+        c.doc
+        for c in changes
+        if c.op == derive.UPSERT and c.doc is not None and c.doc.kind == "observation"
+    ]
     if not docs:
         return set()
     drop = {d.doc_id for d in docs if cutoff is not None and d.created_at < cutoff}
     with store.read() as conn:
-        drop |= set(conn.execute(select(observations.c.id).where(
-            observations.c.id.in_([d.doc_id for d in docs]),
-            observations.c.kind.in_(UNEMBEDDED_KINDS))).scalars())
+        drop |= set(
+            conn.execute(
+                select(observations.c.id).where(
+                    observations.c.id.in_([d.doc_id for d in docs]),
+                    observations.c.kind.in_(UNEMBEDDED_KINDS),
+                )
+            ).scalars()
+        )
     return drop
 
 
-def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None = None,
-                yield_to_capture: bool = False) -> int:
+def drain_graph(
+    store: Store,
+    batch: int = GRAPH_BATCH,
+    max_batches: int | None = None,
+    yield_to_capture: bool = False,
+) -> int:
     """Apply queued graph changes until the queue is empty (or ``max_batches`` ran, or, with
     ``yield_to_capture``, capture has work waiting after a batch); returns how many changes were
     applied. A failing batch is retried one document at a time, so one bad document is set
@@ -163,8 +187,11 @@ def drain_graph(store: Store, batch: int = GRAPH_BATCH, max_batches: int | None 
         except Exception:  # noqa: BLE001 - foreign input: isolate the document that fails
             if not changes:
                 raise
-            log.warning("graph batch of %d failed; applying its documents one by one",
-                        len(changes), exc_info=True)
+            log.warning(
+                "graph batch of %d failed; applying its documents one by one",
+                len(changes),
+                exc_info=True,
+            )
             applied += _one_by_one(store, changes)
             continue
         if not changes:
@@ -198,8 +225,12 @@ def _one_by_one(store: Store, changes: list[derive.Change]) -> int:
             applied += 1
         except Exception as exc:  # noqa: BLE001 - recorded on the queue row, shown by status
             error = f"{type(exc).__name__}: {exc}"
-            log.error("graph extraction of %s failed (%s); retrying in %.0fs",
-                      change.doc_id, error, GRAPH_RETRY_SECONDS)
+            log.error(
+                "graph extraction of %s failed (%s); retrying in %.0fs",
+                change.doc_id,
+                error,
+                GRAPH_RETRY_SECONDS,
+            )
             with store.write(background=True) as conn:
                 derive.failed(conn, GRAPH_TARGET, [change], error, GRAPH_RETRY_SECONDS)
     return applied

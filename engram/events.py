@@ -46,20 +46,33 @@ class Event:
     def to_payload(self) -> dict[str, Any]:
         """The inbox payload: the normalised, scrubbed event in the API's camelCase shape."""
         return {
-            "eventId": self.event_id, "sessionId": self.session_id, "project": self.project,
-            "host": self.host, "hookType": self.hook_type, "timestamp": self.timestamp,
-            "toolName": self.tool_name, "toolInput": self.tool_input,
-            "toolOutput": self.tool_output, "prompt": self.prompt, "agentId": self.agent_id,
+            "eventId": self.event_id,
+            "sessionId": self.session_id,
+            "project": self.project,
+            "host": self.host,
+            "hookType": self.hook_type,
+            "timestamp": self.timestamp,
+            "toolName": self.tool_name,
+            "toolInput": self.tool_input,
+            "toolOutput": self.tool_output,
+            "prompt": self.prompt,
+            "agentId": self.agent_id,
         }
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> Event:
         return cls(
-            event_id=payload["eventId"], observation_id=observation_id_for(payload["eventId"]),
-            session_id=payload["sessionId"], project=payload["project"], host=payload["host"],
-            hook_type=payload["hookType"], timestamp=float(payload["timestamp"]),
-            tool_name=payload.get("toolName"), tool_input=payload.get("toolInput"),
-            tool_output=payload.get("toolOutput"), prompt=payload.get("prompt"),
+            event_id=payload["eventId"],
+            observation_id=observation_id_for(payload["eventId"]),
+            session_id=payload["sessionId"],
+            project=payload["project"],
+            host=payload["host"],
+            hook_type=payload["hookType"],
+            timestamp=float(payload["timestamp"]),
+            tool_name=payload.get("toolName"),
+            tool_input=payload.get("toolInput"),
+            tool_output=payload.get("toolOutput"),
+            prompt=payload.get("prompt"),
             agent_id=payload.get("agentId"),
         )
 
@@ -109,8 +122,14 @@ def bound_value(value: Any, limit: int) -> Any:
     return bound_text(serialised, limit)
 
 
-def _name(body: dict[str, Any], key: str, errors: dict[str, str], *, required: bool,
-          limit: int = MAX_NAME_LENGTH) -> str | None:
+def _name(
+    body: dict[str, Any],
+    key: str,
+    errors: dict[str, str],
+    *,
+    required: bool,
+    limit: int = MAX_NAME_LENGTH,
+) -> str | None:
     value = body.get(key)
     if value is None:
         if required:
@@ -159,19 +178,31 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
 
     tool_input = scrub(bound_value(body.get("toolInput"), max_field_chars))
     tool_output = scrub(bound_value(body.get("toolOutput"), max_field_chars))
-    prompt_text = scrub_text(bound_text(prompt, max_field_chars)) if isinstance(prompt, str) else None
+    prompt_text = (
+        scrub_text(bound_text(prompt, max_field_chars)) if isinstance(prompt, str) else None
+    )
     derived = event_id is None
     if event_id is None:
         # Without a host timestamp the receive time stands in: two real calls are never merged,
         # at the price that a replay without id or timestamp cannot be recognised.
         event_id = derived_event_id(
-            session_id, hook_type, timestamp if timestamp is not None else received_at,
+            session_id,
+            hook_type,
+            timestamp if timestamp is not None else received_at,
             [tool_name, tool_input, tool_output, prompt_text],
         )
     return Event(
-        event_id=event_id, observation_id=observation_id_for(event_id), session_id=session_id,
-        project=project, host=host, hook_type=hook_type,
+        event_id=event_id,
+        observation_id=observation_id_for(event_id),
+        session_id=session_id,
+        project=project,
+        host=host,
+        hook_type=hook_type,
         timestamp=timestamp if timestamp is not None else received_at,
-        tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
-        prompt=prompt_text, agent_id=agent_id, event_id_derived=derived,
+        tool_name=tool_name,
+        tool_input=tool_input,
+        tool_output=tool_output,
+        prompt=prompt_text,
+        agent_id=agent_id,
+        event_id_derived=derived,
     )

@@ -15,8 +15,9 @@ SWEEPER = "sweeper"
 def beat(conn: Connection, name: str, detail: dict[str, Any]) -> None:
     at = now()
     if not insert_ignore(conn, heartbeats, {"name": name, "at": at, "detail": dumps(detail)}):
-        conn.execute(update(heartbeats).where(heartbeats.c.name == name)
-                     .values(at=at, detail=dumps(detail)))
+        conn.execute(
+            update(heartbeats).where(heartbeats.c.name == name).values(at=at, detail=dumps(detail))
+        )
 
 
 def last(conn: Connection, name: str) -> tuple[float, dict[str, Any]] | None:

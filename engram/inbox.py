@@ -45,10 +45,16 @@ class Acceptance:
 
 def _existing(conn: Connection, event_id: str) -> Acceptance | None:
     row = conn.execute(
-        select(event_ledger.c.observation_id, event_ledger.c.state,
-               capture_inbox.c.state.label("inbox_state"))
-        .select_from(event_ledger.outerjoin(
-            capture_inbox, capture_inbox.c.event_id == event_ledger.c.event_id))
+        select(
+            event_ledger.c.observation_id,
+            event_ledger.c.state,
+            capture_inbox.c.state.label("inbox_state"),
+        )
+        .select_from(
+            event_ledger.outerjoin(
+                capture_inbox, capture_inbox.c.event_id == event_ledger.c.event_id
+            )
+        )
         .where(event_ledger.c.event_id == event_id)
     ).first()
     if row is None:
@@ -64,20 +70,32 @@ def has_work(conn: Connection) -> bool:
     """True while a worker has capture work now: an entry pending, being processed, or due for
     its retry. The embedded derived lane yields to capture while this holds."""
     at = now()
-    return conn.execute(
-        select(capture_inbox.c.event_id).where(or_(
-            capture_inbox.c.state.in_((PENDING, PROCESSING)),
-            and_(capture_inbox.c.state == RETRYING,
-                 func.coalesce(capture_inbox.c.next_attempt_at, 0) <= at),
-        )).limit(1)
-    ).first() is not None
+    return (
+        conn.execute(
+            select(capture_inbox.c.event_id)
+            .where(
+                or_(
+                    capture_inbox.c.state.in_((PENDING, PROCESSING)),
+                    and_(
+                        capture_inbox.c.state == RETRYING,
+                        func.coalesce(capture_inbox.c.next_attempt_at, 0) <= at,
+                    ),
+                )
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
 
 
 def waiting_count(conn: Connection) -> int:
-    return int(conn.execute(
-        select(func.count()).select_from(capture_inbox)
-        .where(capture_inbox.c.state.in_(WAITING_STATES))
-    ).scalar_one())
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(capture_inbox)
+            .where(capture_inbox.c.state.in_(WAITING_STATES))
+        ).scalar_one()
+    )
 
 
 def accept(store: Store, event: Event, inbox_max: int) -> Acceptance:
@@ -91,16 +109,29 @@ def accept(store: Store, event: Event, inbox_max: int) -> Acceptance:
         with store.write() as conn:
             if waiting_count(conn) >= inbox_max:
                 raise InboxFull(f"capture inbox holds {inbox_max} waiting events")
-            conn.execute(insert(event_ledger).values(
-                event_id=event.event_id, observation_id=event.observation_id,
-                session_id=event.session_id, state="accepted", accepted_at=at,
-            ))
-            conn.execute(insert(capture_inbox).values(
-                event_id=event.event_id, observation_id=event.observation_id,
-                session_id=event.session_id, project=event.project,
-                payload=dumps(event.to_payload()), state=PENDING, attempts=0,
-                dispatched_at=at, created_at=at, updated_at=at,
-            ))
+            conn.execute(
+                insert(event_ledger).values(
+                    event_id=event.event_id,
+                    observation_id=event.observation_id,
+                    session_id=event.session_id,
+                    state="accepted",
+                    accepted_at=at,
+                )
+            )
+            conn.execute(
+                insert(capture_inbox).values(
+                    event_id=event.event_id,
+                    observation_id=event.observation_id,
+                    session_id=event.session_id,
+                    project=event.project,
+                    payload=dumps(event.to_payload()),
+                    state=PENDING,
+                    attempts=0,
+                    dispatched_at=at,
+                    created_at=at,
+                    updated_at=at,
+                )
+            )
     except IntegrityError:
         # The same eventId raced in through another request and won: answer as its duplicate.
         with store.read() as conn:
@@ -132,14 +163,19 @@ def claim(store: Store, event_id: str, lease_seconds: float) -> Claim | None:
         result = conn.execute(
             update(capture_inbox)
             .where(capture_inbox.c.event_id == event_id, claimable)
-            .values(state=PROCESSING, claimed_until=at + lease_seconds,
-                    attempts=capture_inbox.c.attempts + 1, updated_at=at)
+            .values(
+                state=PROCESSING,
+                claimed_until=at + lease_seconds,
+                attempts=capture_inbox.c.attempts + 1,
+                updated_at=at,
+            )
         )
         if result.rowcount == 0:
             return None
         row = conn.execute(
-            select(capture_inbox.c.payload, capture_inbox.c.attempts)
-            .where(capture_inbox.c.event_id == event_id)
+            select(capture_inbox.c.payload, capture_inbox.c.attempts).where(
+                capture_inbox.c.event_id == event_id
+            )
         ).one()
     return Claim(Event.from_payload(loads(row.payload)), int(row.attempts))
 
@@ -148,14 +184,20 @@ def complete(conn: Connection, event_id: str) -> None:
     """Inside the transaction that stored the observation: retire the inbox entry."""
     conn.execute(delete(capture_inbox).where(capture_inbox.c.event_id == event_id))
     conn.execute(
-        update(event_ledger).where(event_ledger.c.event_id == event_id)
+        update(event_ledger)
+        .where(event_ledger.c.event_id == event_id)
         .values(state="stored", stored_at=now())
     )
 
 
 def fail(
-    store: Store, event_id: str, error: str, attempts: int, max_attempts: int,
-    base: float, cap: float,
+    store: Store,
+    event_id: str,
+    error: str,
+    attempts: int,
+    max_attempts: int,
+    base: float,
+    cap: float,
 ) -> float | None:
     """Record a failed attempt. Returns the retry delay, or None when the entry is now dead."""
     at = now()
@@ -163,30 +205,42 @@ def fail(
     delay = None if dead else backoff_seconds(attempts, base, cap)
     with store.write() as conn:
         conn.execute(
-            update(capture_inbox).where(capture_inbox.c.event_id == event_id).values(
-                state=DEAD if dead else RETRYING, last_error=error[:4000], claimed_until=None,
+            update(capture_inbox)
+            .where(capture_inbox.c.event_id == event_id)
+            .values(
+                state=DEAD if dead else RETRYING,
+                last_error=error[:4000],
+                claimed_until=None,
                 next_attempt_at=None if delay is None else at + delay,
-                dispatched_at=at, updated_at=at,
+                dispatched_at=at,
+                updated_at=at,
             )
         )
         if dead:
-            conn.execute(update(event_ledger).where(event_ledger.c.event_id == event_id)
-                         .values(state=DEAD))
+            conn.execute(
+                update(event_ledger).where(event_ledger.c.event_id == event_id).values(state=DEAD)
+            )
     return delay
 
 
 def unclaimed_count(conn: Connection) -> int:
     """Entries that should each have a task waiting in the broker: pending or retrying."""
-    return int(conn.execute(
-        select(func.count()).select_from(capture_inbox)
-        .where(capture_inbox.c.state.in_((PENDING, RETRYING)))
-    ).scalar_one())
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(capture_inbox)
+            .where(capture_inbox.c.state.in_((PENDING, RETRYING)))
+        ).scalar_one()
+    )
 
 
 def _mark_dispatched(conn: Connection, ids: list[str], at: float) -> None:
     for start in range(0, len(ids), 500):
-        conn.execute(update(capture_inbox).where(capture_inbox.c.event_id.in_(ids[start:start + 500]))
-                     .values(dispatched_at=at))
+        conn.execute(
+            update(capture_inbox)
+            .where(capture_inbox.c.event_id.in_(ids[start : start + 500]))
+            .values(dispatched_at=at)
+        )
 
 
 def dispatch_expired_claims(store: Store, limit: int) -> list[str]:
@@ -194,18 +248,25 @@ def dispatch_expired_claims(store: Store, limit: int) -> list[str]:
     expiry, marked as dispatched now, so the sweeper sends it once, not at every sweep."""
     at = now()
     with store.write() as conn:
-        ids = list(conn.execute(
-            select(capture_inbox.c.event_id).where(
-                capture_inbox.c.state == PROCESSING, capture_inbox.c.claimed_until < at,
-                capture_inbox.c.dispatched_at < capture_inbox.c.claimed_until)
-            .order_by(capture_inbox.c.created_at).limit(limit)
-        ).scalars())
+        ids = list(
+            conn.execute(
+                select(capture_inbox.c.event_id)
+                .where(
+                    capture_inbox.c.state == PROCESSING,
+                    capture_inbox.c.claimed_until < at,
+                    capture_inbox.c.dispatched_at < capture_inbox.c.claimed_until,
+                )
+                .order_by(capture_inbox.c.created_at)
+                .limit(limit)
+            ).scalars()
+        )
         _mark_dispatched(conn, ids, at)
     return ids
 
 
-def dispatch_missing(store: Store, queued: set[str], delivered: Mapping[str, float],
-                     grace_seconds: float, limit: int) -> list[str]:
+def dispatch_missing(
+    store: Store, queued: set[str], delivered: Mapping[str, float], grace_seconds: float, limit: int
+) -> list[str]:
     """Pending and retrying entries whose task the broker does not hold, oldest first, marked as
     dispatched now.
 
@@ -222,10 +283,11 @@ def dispatch_missing(store: Store, queued: set[str], delivered: Mapping[str, flo
     cutoff = at - grace_seconds
     with store.write() as conn:
         rows = conn.execute(
-            select(capture_inbox.c.event_id, capture_inbox.c.state,
-                   capture_inbox.c.next_attempt_at).where(
+            select(capture_inbox.c.event_id, capture_inbox.c.state, capture_inbox.c.next_attempt_at)
+            .where(
                 capture_inbox.c.state.in_((PENDING, RETRYING)),
-                capture_inbox.c.dispatched_at < cutoff)
+                capture_inbox.c.dispatched_at < cutoff,
+            )
             .order_by(capture_inbox.c.created_at)
         )
         ids = []
@@ -234,8 +296,11 @@ def dispatch_missing(store: Store, queued: set[str], delivered: Mapping[str, flo
                 continue
             delivered_at = delivered.get(row.event_id)
             if delivered_at is not None:
-                held_until = (delivered_at if row.state == PENDING
-                              else max(delivered_at, row.next_attempt_at or 0.0))
+                held_until = (
+                    delivered_at
+                    if row.state == PENDING
+                    else max(delivered_at, row.next_attempt_at or 0.0)
+                )
                 if held_until + grace_seconds > at:
                     continue
             ids.append(row.event_id)
@@ -250,10 +315,13 @@ def dispatch_all_waiting(store: Store) -> list[str]:
     in-memory broker died with the previous process (nothing queued survived)."""
     at = now()
     with store.write() as conn:
-        ids = list(conn.execute(
-            select(capture_inbox.c.event_id).where(capture_inbox.c.state.in_(WAITING_STATES))
-            .order_by(capture_inbox.c.created_at)
-        ).scalars())
+        ids = list(
+            conn.execute(
+                select(capture_inbox.c.event_id)
+                .where(capture_inbox.c.state.in_(WAITING_STATES))
+                .order_by(capture_inbox.c.created_at)
+            ).scalars()
+        )
         _mark_dispatched(conn, ids, at)
     return ids
 
@@ -267,7 +335,8 @@ def release_claims(store: Store) -> int:
     """
     with store.write() as conn:
         result = conn.execute(
-            update(capture_inbox).where(capture_inbox.c.state == PROCESSING)
+            update(capture_inbox)
+            .where(capture_inbox.c.state == PROCESSING)
             .values(state=PENDING, claimed_until=None, updated_at=now())
         )
     return int(result.rowcount or 0)
@@ -283,13 +352,22 @@ def retry_dead(store: Store, event_id: str | None = None) -> list[str]:
         ids = list(conn.execute(stmt).scalars())
         if ids:
             conn.execute(
-                update(capture_inbox).where(capture_inbox.c.event_id.in_(ids)).values(
-                    state=PENDING, attempts=0, next_attempt_at=None, claimed_until=None,
-                    dispatched_at=at, updated_at=at,
+                update(capture_inbox)
+                .where(capture_inbox.c.event_id.in_(ids))
+                .values(
+                    state=PENDING,
+                    attempts=0,
+                    next_attempt_at=None,
+                    claimed_until=None,
+                    dispatched_at=at,
+                    updated_at=at,
                 )
             )
-            conn.execute(update(event_ledger).where(event_ledger.c.event_id.in_(ids))
-                         .values(state="accepted"))
+            conn.execute(
+                update(event_ledger)
+                .where(event_ledger.c.event_id.in_(ids))
+                .values(state="accepted")
+            )
     return ids
 
 
@@ -302,10 +380,15 @@ def counts(conn: Connection) -> dict[str, int]:
 
 
 def pending_for_session(conn: Connection, session_id: str) -> int:
-    return int(conn.execute(
-        select(func.count()).select_from(capture_inbox).where(
-            capture_inbox.c.session_id == session_id, capture_inbox.c.state.in_(WAITING_STATES))
-    ).scalar_one())
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(capture_inbox)
+            .where(
+                capture_inbox.c.session_id == session_id, capture_inbox.c.state.in_(WAITING_STATES)
+            )
+        ).scalar_one()
+    )
 
 
 def list_entries(
@@ -317,14 +400,25 @@ def list_entries(
         stmt = stmt.where(capture_inbox.c.state == state)
     with store.read() as conn:
         rows, next_cursor = keyset_page(
-            conn, stmt, (capture_inbox.c.created_at, capture_inbox.c.event_id), limit, cursor,
-            descending=False)
+            conn,
+            stmt,
+            (capture_inbox.c.created_at, capture_inbox.c.event_id),
+            limit,
+            cursor,
+            descending=False,
+        )
     items = [
         {
-            "eventId": r.event_id, "observationId": r.observation_id, "sessionId": r.session_id,
-            "project": r.project, "state": r.state, "attempts": r.attempts,
-            "lastError": r.last_error, "nextAttemptAt": iso(r.next_attempt_at),
-            "createdAt": iso(r.created_at), "updatedAt": iso(r.updated_at),
+            "eventId": r.event_id,
+            "observationId": r.observation_id,
+            "sessionId": r.session_id,
+            "project": r.project,
+            "state": r.state,
+            "attempts": r.attempts,
+            "lastError": r.last_error,
+            "nextAttemptAt": iso(r.next_attempt_at),
+            "createdAt": iso(r.created_at),
+            "updatedAt": iso(r.updated_at),
         }
         for r in rows
     ]
@@ -333,5 +427,6 @@ def list_entries(
 
 def mark_forgotten(conn: Connection, event_id: str) -> None:
     """A forgotten observation keeps its ledger row, so a late replay stays a duplicate."""
-    conn.execute(update(event_ledger).where(event_ledger.c.event_id == event_id)
-                 .values(state="forgotten"))
+    conn.execute(
+        update(event_ledger).where(event_ledger.c.event_id == event_id).values(state="forgotten")
+    )

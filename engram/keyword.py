@@ -65,7 +65,11 @@ class KeywordIndex(Protocol):
     def upsert(self, conn: Connection, doc: KeywordDoc) -> None: ...
     def delete(self, conn: Connection, doc_id: str) -> None: ...
     def search(
-        self, conn: Connection, query: str, scope: Scope, limit: int,
+        self,
+        conn: Connection,
+        query: str,
+        scope: Scope,
+        limit: int,
         kinds: tuple[str, ...] | None = None,
     ) -> list[KeywordHit]: ...
     def count(self, conn: Connection) -> int: ...
@@ -85,10 +89,18 @@ def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None) -> ColumnElement[
 
 def _insert_doc(conn: Connection, doc: KeywordDoc, length: int) -> int:
     result = conn.execute(
-        insert(kw_docs).values(
-            doc_id=doc.doc_id, kind=doc.kind, project=doc.project, agent_id=doc.agent_id,
-            session_id=doc.session_id, length=length, created_at=doc.created_at, body=doc.body,
-        ).returning(kw_docs.c.id)
+        insert(kw_docs)
+        .values(
+            doc_id=doc.doc_id,
+            kind=doc.kind,
+            project=doc.project,
+            agent_id=doc.agent_id,
+            session_id=doc.session_id,
+            length=length,
+            created_at=doc.created_at,
+            body=doc.body,
+        )
+        .returning(kw_docs.c.id)
     )
     return int(result.scalar_one())
 
@@ -104,8 +116,9 @@ def scope_token(kind: str, value: str | None) -> str:
 
 
 def scope_tokens(doc: KeywordDoc) -> str:
-    return " ".join((scope_token("p", doc.project), scope_token("a", doc.agent_id),
-                     scope_token("k", doc.kind)))
+    return " ".join(
+        (scope_token("p", doc.project), scope_token("a", doc.agent_id), scope_token("k", doc.kind))
+    )
 
 
 class Fts5Index:
@@ -129,8 +142,10 @@ class Fts5Index:
         self.delete(conn, doc.doc_id)
         body = analysis.expand_identifiers(doc.body)
         rowid = _insert_doc(conn, doc, len(body))
-        conn.exec_driver_sql("INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
-                             (rowid, body, scope_tokens(doc)))
+        conn.exec_driver_sql(
+            "INSERT INTO kw_fts(rowid, body, scope) VALUES (?, ?, ?)",
+            (rowid, body, scope_tokens(doc)),
+        )
 
     def delete(self, conn: Connection, doc_id: str) -> None:
         rowid = conn.execute(select(kw_docs.c.id).where(kw_docs.c.doc_id == doc_id)).scalar()
@@ -144,13 +159,17 @@ class Fts5Index:
         return analysis.query_groups(analysis.expand_identifiers(query))
 
     @staticmethod
-    def match_expression(groups: list[tuple[str, ...]], scope: Scope | None = None,
-                         kinds: tuple[str, ...] | None = None) -> str:
+    def match_expression(
+        groups: list[tuple[str, ...]],
+        scope: Scope | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> str:
         """An FTS5 MATCH string: the scope tokens AND the OR of query words, each widened by
         its synonyms. Query words are quoted, so user text can never be read as syntax."""
         words = " OR ".join(
             "(" + " OR ".join('"' + alt.replace('"', '""') + '"' for alt in group) + ")"
-            for group in groups)
+            for group in groups
+        )
         clauses = []
         if scope is not None and not scope.all_projects:
             clauses.append(" OR ".join(scope_token("p", p) for p in scope.projects()))
@@ -161,7 +180,11 @@ class Fts5Index:
         return " AND ".join([*(f"scope : ({c})" for c in clauses), f"body : ({words})"])
 
     def search(
-        self, conn: Connection, query: str, scope: Scope, limit: int,
+        self,
+        conn: Connection,
+        query: str,
+        scope: Scope,
+        limit: int,
         kinds: tuple[str, ...] | None = None,
     ) -> list[KeywordHit]:
         groups = self.query_groups(query)
@@ -177,7 +200,8 @@ class Fts5Index:
             "SELECT d.doc_id, d.kind, d.session_id, f.rank FROM ("
             " SELECT rowid, rank FROM kw_fts WHERE kw_fts MATCH ? ORDER BY rank LIMIT ?"
             ") AS f JOIN kw_docs AS d ON d.id = f.rowid ORDER BY f.rank",
-            (expression, limit))
+            (expression, limit),
+        )
         return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.rank)) for r in rows]
 
     def count(self, conn: Connection) -> int:
@@ -204,9 +228,9 @@ class PostingsIndex:
                 [{"term": term, "doc": rowid, "tf": tf} for term, tf in terms.items()],
             )
         conn.execute(
-            update(kw_stats).where(kw_stats.c.id == 1).values(
-                n_docs=kw_stats.c.n_docs + 1, total_length=kw_stats.c.total_length + length
-            )
+            update(kw_stats)
+            .where(kw_stats.c.id == 1)
+            .values(n_docs=kw_stats.c.n_docs + 1, total_length=kw_stats.c.total_length + length)
         )
 
     def delete(self, conn: Connection, doc_id: str) -> None:
@@ -218,13 +242,17 @@ class PostingsIndex:
         conn.execute(delete(kw_postings).where(kw_postings.c.doc == row.id))
         conn.execute(delete(kw_docs).where(kw_docs.c.id == row.id))
         conn.execute(
-            update(kw_stats).where(kw_stats.c.id == 1).values(
-                n_docs=kw_stats.c.n_docs - 1, total_length=kw_stats.c.total_length - row.length
-            )
+            update(kw_stats)
+            .where(kw_stats.c.id == 1)
+            .values(n_docs=kw_stats.c.n_docs - 1, total_length=kw_stats.c.total_length - row.length)
         )
 
     def search(
-        self, conn: Connection, query: str, scope: Scope, limit: int,
+        self,
+        conn: Connection,
+        query: str,
+        scope: Scope,
+        limit: int,
         kinds: tuple[str, ...] | None = None,
     ) -> list[KeywordHit]:
         terms: set[str] = set()
@@ -259,8 +287,9 @@ class PostingsIndex:
             .order_by(score.desc())
             .limit(limit)
         )
-        return [KeywordHit(r.doc_id, r.kind, r.session_id, float(r.score))
-                for r in conn.execute(stmt)]
+        return [
+            KeywordHit(r.doc_id, r.kind, r.session_id, float(r.score)) for r in conn.execute(stmt)
+        ]
 
     def count(self, conn: Connection) -> int:
         return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())

@@ -40,9 +40,17 @@ class DerivedLane:
     """One background thread draining derived queues (``work``: graph, vector or both) in small
     steps."""
 
-    def __init__(self, store: Store, vectors: Vectors, *, capture_busy: Callable[[], bool],
-                 vector_batch: int, graph_batch: int = drains.GRAPH_BATCH,
-                 keep_observations: int = 0, work: tuple[str, ...] = (GRAPH, VECTOR)) -> None:
+    def __init__(
+        self,
+        store: Store,
+        vectors: Vectors,
+        *,
+        capture_busy: Callable[[], bool],
+        vector_batch: int,
+        graph_batch: int = drains.GRAPH_BATCH,
+        keep_observations: int = 0,
+        work: tuple[str, ...] = (GRAPH, VECTOR),
+    ) -> None:
         self.work = work
         self.store = store
         self.vectors = vectors
@@ -58,8 +66,9 @@ class DerivedLane:
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"engram-derived-{'-'.join(self.work)}")
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name=f"engram-derived-{'-'.join(self.work)}"
+            )
             self._thread.start()
 
     def kick(self) -> None:
@@ -115,12 +124,20 @@ class DerivedLane:
             more_graph = applied >= self.graph_batch
             # not cut short by capture: a graph batch holds the write lock for tens of ms,
             # and the store's fair lock lets a waiting capture in between two batches
-            if (not more_graph or time.monotonic() - started >= GRAPH_SLICE_SECONDS
-                    or self._stopping.is_set()):
+            if (
+                not more_graph
+                or time.monotonic() - started >= GRAPH_SLICE_SECONDS
+                or self._stopping.is_set()
+            ):
                 break
         if VECTOR in self.work:
-            result = drains.drain_vectors(self.store, self.vectors, self.vector_batch,
-                                          batches=1, keep_observations=self.keep_observations)
+            result = drains.drain_vectors(
+                self.store,
+                self.vectors,
+                self.vector_batch,
+                batches=1,
+                keep_observations=self.keep_observations,
+            )
             # a failed embedding batch waits for its lease; the idle poll or a kick comes back
             more_vectors = result.more and not result.failed
         return more_graph or more_vectors

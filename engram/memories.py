@@ -67,119 +67,227 @@ def validate(body: Any) -> NewMemory:
     if errors:
         raise InvalidMemory(errors)
     return NewMemory(
-        content=scrub_text(str(content).strip()), project=str(project).strip(),
-        scope=scope.strip(), concepts=tuple(scrub_text(c.strip().lower()) for c in concepts if c.strip()),
+        content=scrub_text(str(content).strip()),
+        project=str(project).strip(),
+        scope=scope.strip(),
+        concepts=tuple(scrub_text(c.strip().lower()) for c in concepts if c.strip()),
         agent_id=agent_id.strip() if agent_id else None,
     )
 
 
-def _index(conn: Connection, keyword: KeywordIndex, memory_id: str, project: str,
-           content: str, concepts: list[str], agent_id: str | None, at: float) -> None:
+def _index(
+    conn: Connection,
+    keyword: KeywordIndex,
+    memory_id: str,
+    project: str,
+    content: str,
+    concepts: list[str],
+    agent_id: str | None,
+    at: float,
+) -> None:
     body = f"{content}\n{' '.join(concepts)}" if concepts else content
-    keyword.upsert(conn, KeywordDoc(doc_id=memory_id, kind="memory", project=project, body=body,
-                                    created_at=at, agent_id=agent_id))
+    keyword.upsert(
+        conn,
+        KeywordDoc(
+            doc_id=memory_id,
+            kind="memory",
+            project=project,
+            body=body,
+            created_at=at,
+            agent_id=agent_id,
+        ),
+    )
 
 
-def remember(store: Store, keyword: KeywordIndex, new: NewMemory, actor: str = "api",
-             memory_id: str | None = None, at: float | None = None) -> dict[str, Any]:
+def remember(
+    store: Store,
+    keyword: KeywordIndex,
+    new: NewMemory,
+    actor: str = "api",
+    memory_id: str | None = None,
+    at: float | None = None,
+) -> dict[str, Any]:
     with store.write() as conn:
         return insert_memory(conn, keyword, new, actor=actor, memory_id=memory_id, at=at)
 
 
-def insert_memory(conn: Connection, keyword: KeywordIndex, new: NewMemory, *, actor: str = "api",
-                  memory_id: str | None = None, at: float | None = None,
-                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def insert_memory(
+    conn: Connection,
+    keyword: KeywordIndex,
+    new: NewMemory,
+    *,
+    actor: str = "api",
+    memory_id: str | None = None,
+    at: float | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Create a memory in the caller's transaction (``meta``: its provenance, JSON)."""
     memory_id = memory_id or "mem_" + uuid.uuid4().hex[:24]
     at = at or now()
-    conn.execute(insert(memories).values(
-        id=memory_id, project=new.project, scope=new.scope, agent_id=new.agent_id,
-        concepts=dumps(list(new.concepts)), content=new.content, version=1,
-        source=new.source, created_at=at, updated_at=at,
-        meta=dumps(meta) if meta is not None else None,
-    ))
-    conn.execute(insert(memory_versions).values(
-        memory_id=memory_id, version=1, content=new.content, created_at=at))
-    _index(conn, keyword, memory_id, new.project, new.content, list(new.concepts),
-           new.agent_id, at)
-    audit.record(conn, actor, "memory.create", "memory", memory_id,
-                 {"project": new.project, "scope": new.scope, "version": 1})
+    conn.execute(
+        insert(memories).values(
+            id=memory_id,
+            project=new.project,
+            scope=new.scope,
+            agent_id=new.agent_id,
+            concepts=dumps(list(new.concepts)),
+            content=new.content,
+            version=1,
+            source=new.source,
+            created_at=at,
+            updated_at=at,
+            meta=dumps(meta) if meta is not None else None,
+        )
+    )
+    conn.execute(
+        insert(memory_versions).values(
+            memory_id=memory_id, version=1, content=new.content, created_at=at
+        )
+    )
+    _index(conn, keyword, memory_id, new.project, new.content, list(new.concepts), new.agent_id, at)
+    audit.record(
+        conn,
+        actor,
+        "memory.create",
+        "memory",
+        memory_id,
+        {"project": new.project, "scope": new.scope, "version": 1},
+    )
     return to_dict(conn.execute(select(memories).where(memories.c.id == memory_id)).one())
 
 
-def update_content(store: Store, keyword: KeywordIndex, memory_id: str, content: str,
-                   actor: str = "api") -> dict[str, Any] | None:
+def update_content(
+    store: Store, keyword: KeywordIndex, memory_id: str, content: str, actor: str = "api"
+) -> dict[str, Any] | None:
     """Add a new version; the previous one is superseded and leaves the index."""
     with store.write() as conn:
         return new_version(conn, keyword, memory_id, content, actor=actor)
 
 
-def new_version(conn: Connection, keyword: KeywordIndex, memory_id: str, content: str, *,
-                actor: str = "api", meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def new_version(
+    conn: Connection,
+    keyword: KeywordIndex,
+    memory_id: str,
+    content: str,
+    *,
+    actor: str = "api",
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """``update_content`` in the caller's transaction; ``meta`` replaces the provenance."""
     content = scrub_text(content.strip())
     at = now()
     # FOR UPDATE (PostgreSQL): two writers of one memory take turns, each on the version the
     # other left, instead of both writing version n+1
-    row = conn.execute(select(memories).where(
-        memories.c.id == memory_id, memories.c.forgotten_at.is_(None)).with_for_update()).first()
+    row = conn.execute(
+        select(memories)
+        .where(memories.c.id == memory_id, memories.c.forgotten_at.is_(None))
+        .with_for_update()
+    ).first()
     if row is None:
         return None
     version = row.version + 1
-    conn.execute(update(memory_versions).where(
-        memory_versions.c.memory_id == memory_id, memory_versions.c.version == row.version,
-    ).values(superseded_at=at))
-    conn.execute(insert(memory_versions).values(
-        memory_id=memory_id, version=version, content=content, created_at=at))
+    conn.execute(
+        update(memory_versions)
+        .where(
+            memory_versions.c.memory_id == memory_id,
+            memory_versions.c.version == row.version,
+        )
+        .values(superseded_at=at)
+    )
+    conn.execute(
+        insert(memory_versions).values(
+            memory_id=memory_id, version=version, content=content, created_at=at
+        )
+    )
     values: dict[str, Any] = {"content": content, "version": version, "updated_at": at}
     if meta is not None:
         values["meta"] = dumps(meta)
     conn.execute(update(memories).where(memories.c.id == memory_id).values(**values))
-    _index(conn, keyword, memory_id, row.project, content, loads(row.concepts, []),
-           row.agent_id, at)
-    audit.record(conn, actor, "memory.update", "memory", memory_id,
-                 {"version": version, "supersedes": row.version})
+    _index(
+        conn, keyword, memory_id, row.project, content, loads(row.concepts, []), row.agent_id, at
+    )
+    audit.record(
+        conn,
+        actor,
+        "memory.update",
+        "memory",
+        memory_id,
+        {"version": version, "supersedes": row.version},
+    )
     return to_dict(conn.execute(select(memories).where(memories.c.id == memory_id)).one())
 
 
-def forget(store: Store, keyword: KeywordIndex, memory_id: str, actor: str = "api",
-           reason: str | None = None) -> bool:
+def forget(
+    store: Store,
+    keyword: KeywordIndex,
+    memory_id: str,
+    actor: str = "api",
+    reason: str | None = None,
+) -> bool:
     with store.write() as conn:
         return forget_in(conn, keyword, memory_id, actor=actor, reason=reason)
 
 
-def forget_in(conn: Connection, keyword: KeywordIndex, memory_id: str, *, actor: str = "api",
-              reason: str | None = None) -> bool:
+def forget_in(
+    conn: Connection,
+    keyword: KeywordIndex,
+    memory_id: str,
+    *,
+    actor: str = "api",
+    reason: str | None = None,
+) -> bool:
     """``forget`` in the caller's transaction."""
     at = now()
-    row = conn.execute(select(memories.c.project, memories.c.version).where(
-        memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+    row = conn.execute(
+        select(memories.c.project, memories.c.version).where(
+            memories.c.id == memory_id, memories.c.forgotten_at.is_(None)
+        )
+    ).first()
     if row is None:
         return False
     conn.execute(delete(memory_versions).where(memory_versions.c.memory_id == memory_id))
-    conn.execute(update(memories).where(memories.c.id == memory_id).values(
-        content="", concepts="[]", forgotten_at=at, updated_at=at))
+    conn.execute(
+        update(memories)
+        .where(memories.c.id == memory_id)
+        .values(content="", concepts="[]", forgotten_at=at, updated_at=at)
+    )
     keyword.delete(conn, memory_id)
-    audit.record(conn, actor, "memory.forget", "memory", memory_id,
-                 {"project": row.project, "versions": row.version,
-                  **({"reason": reason[:500]} if reason else {})})
+    audit.record(
+        conn,
+        actor,
+        "memory.forget",
+        "memory",
+        memory_id,
+        {
+            "project": row.project,
+            "versions": row.version,
+            **({"reason": reason[:500]} if reason else {}),
+        },
+    )
     return True
 
 
 def get(store: Store, memory_id: str, with_versions: bool = False) -> dict[str, Any] | None:
     with store.read() as conn:
-        row = conn.execute(select(memories).where(
-            memories.c.id == memory_id, memories.c.forgotten_at.is_(None))).first()
+        row = conn.execute(
+            select(memories).where(memories.c.id == memory_id, memories.c.forgotten_at.is_(None))
+        ).first()
         if row is None:
             return None
         item = to_dict(row)
         if with_versions:
             item["versions"] = [
-                {"version": v.version, "content": v.content, "createdAt": iso(v.created_at),
-                 "supersededAt": iso(v.superseded_at)}
-                for v in conn.execute(select(memory_versions)
-                                      .where(memory_versions.c.memory_id == memory_id)
-                                      .order_by(memory_versions.c.version))
+                {
+                    "version": v.version,
+                    "content": v.content,
+                    "createdAt": iso(v.created_at),
+                    "supersededAt": iso(v.superseded_at),
+                }
+                for v in conn.execute(
+                    select(memory_versions)
+                    .where(memory_versions.c.memory_id == memory_id)
+                    .order_by(memory_versions.c.version)
+                )
             ]
     return item
 
@@ -193,30 +301,44 @@ def scoped(stmt: Any, scope: Scope) -> Any:
     return stmt
 
 
-def list_memories(store: Store, scope: Scope, limit: int, cursor: str | None = None,
-                  memory_scope: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+def list_memories(
+    store: Store,
+    scope: Scope,
+    limit: int,
+    cursor: str | None = None,
+    memory_scope: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
     """Most recently updated first, keyset-paginated on (updated_at, id)."""
     stmt = scoped(select(memories), scope)
     if memory_scope:
         stmt = stmt.where(memories.c.scope == memory_scope)
     with store.read() as conn:
-        rows, next_cursor = keyset_page(conn, stmt, (memories.c.updated_at, memories.c.id),
-                                        limit, cursor, descending=True)
+        rows, next_cursor = keyset_page(
+            conn, stmt, (memories.c.updated_at, memories.c.id), limit, cursor, descending=True
+        )
     return [to_dict(r) for r in rows], next_cursor
 
 
 def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
     if not ids:
         return {}
-    rows = conn.execute(select(memories).where(
-        memories.c.id.in_(ids), memories.c.forgotten_at.is_(None))).all()
+    rows = conn.execute(
+        select(memories).where(memories.c.id.in_(ids), memories.c.forgotten_at.is_(None))
+    ).all()
     return {r.id: r for r in rows}
 
 
 def to_dict(row: Any) -> dict[str, Any]:
     return {
-        "id": row.id, "project": row.project, "scope": row.scope, "agentId": row.agent_id,
-        "content": row.content, "concepts": loads(row.concepts, []), "version": row.version,
-        "source": row.source, "createdAt": iso(row.created_at), "updatedAt": iso(row.updated_at),
+        "id": row.id,
+        "project": row.project,
+        "scope": row.scope,
+        "agentId": row.agent_id,
+        "content": row.content,
+        "concepts": loads(row.concepts, []),
+        "version": row.version,
+        "source": row.source,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
         **({"meta": loads(row.meta, None)} if getattr(row, "meta", None) else {}),
     }

@@ -48,9 +48,11 @@ def bound_heap() -> bool:
         except (OSError, AttributeError):
             return False
         mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-        ok = bool(mallopt(M_MMAP_THRESHOLD, HEAP_THRESHOLD_BYTES)) and bool(
-            mallopt(M_TRIM_THRESHOLD, HEAP_THRESHOLD_BYTES)) and bool(
-            mallopt(M_ARENA_MAX, ARENA_MAX))
+        ok = (
+            bool(mallopt(M_MMAP_THRESHOLD, HEAP_THRESHOLD_BYTES))
+            and bool(mallopt(M_TRIM_THRESHOLD, HEAP_THRESHOLD_BYTES))
+            and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
+        )
         _bounded = ok
         return ok
 
@@ -70,5 +72,7 @@ def process_memory(pid: int | str = "self") -> dict[str, float] | None:
             found[key] = int(value.split()[0]) / 1024.0
     if "VmRSS" not in found:
         return None
-    return {"rssMb": round(found["VmRSS"], 1),
-            "peakRssMb": round(found.get("VmHWM", found["VmRSS"]), 1)}
+    return {
+        "rssMb": round(found["VmRSS"], 1),
+        "peakRssMb": round(found.get("VmHWM", found["VmRSS"]), 1),
+    }

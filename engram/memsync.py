@@ -127,8 +127,7 @@ def validate(body: Any) -> FileSync:
     facts = _facts(body.get("facts"), errors)
     if errors:
         raise InvalidSync(errors)
-    return FileSync(user, project, scope, tool, root, relpath, path, file_hash, facts,
-                    bool(force))
+    return FileSync(user, project, scope, tool, root, relpath, path, file_hash, facts, bool(force))
 
 
 def _facts(raw: Any, errors: dict[str, str]) -> tuple[Fact, ...]:
@@ -160,9 +159,12 @@ def _facts(raw: Any, errors: dict[str, str]) -> tuple[Fact, ...]:
             # look alike, and an edit in the middle of an oversized fact is still an edit. The
             # stored text of an oversized fact (a long code block) keeps head and tail rather
             # than failing the whole file.
-            facts[str(anchor)] = Fact(str(anchor),
-                                      bound_text(clean, memories.MAX_CONTENT_CHARS),
-                                      content_hash(clean), tuple(str(x) for x in links))
+            facts[str(anchor)] = Fact(
+                str(anchor),
+                bound_text(clean, memories.MAX_CONTENT_CHARS),
+                content_hash(clean),
+                tuple(str(x) for x in links),
+            )
     return tuple(facts.values())
 
 
@@ -178,10 +180,16 @@ class Outcome:
     memories: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sourceKey": self.source_key, "outcome": self.outcome, "created": self.created,
-                "updated": self.updated, "removed": self.removed,
-                "reconciled": self.reconciled, "conflicts": self.conflicts,
-                "memories": self.memories}
+        return {
+            "sourceKey": self.source_key,
+            "outcome": self.outcome,
+            "created": self.created,
+            "updated": self.updated,
+            "removed": self.removed,
+            "reconciled": self.reconciled,
+            "conflicts": self.conflicts,
+            "memories": self.memories,
+        }
 
 
 def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
@@ -196,16 +204,25 @@ def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
         if file_row is not None and file_row.content_hash == req.content_hash and not req.force:
             # the file is what was last imported: nothing to write, and no copy of a diverged
             # version of it can still be current
-            _clear_conflict_copies(conn, keyword, req, [r.memory_id for r in rows.values()],
-                                   actor, reason="the file is back to its last import")
+            _clear_conflict_copies(
+                conn,
+                keyword,
+                req,
+                [r.memory_id for r in rows.values()],
+                actor,
+                reason="the file is back to its last import",
+            )
             out.outcome = "unchanged"
             out.memories = {_anchor(k): r.memory_id for k, r in rows.items()}
             return out
         current = _memories(conn, [r.memory_id for r in rows.values()], lock=True)
         by_anchor = {f.anchor: f for f in req.facts}
-        contested = {key: row for key, row in rows.items()
-                     if row.memory_id in current
-                     and current[row.memory_id].version > (row.memory_version or 0)}
+        contested = {
+            key: row
+            for key, row in rows.items()
+            if row.memory_id in current
+            and current[row.memory_id].version > (row.memory_version or 0)
+        }
         if contested and not req.force:
             _keep_conflict_copies(conn, keyword, req, contested, current, by_anchor, out, actor)
             out.outcome = "skipped-conflict"
@@ -219,9 +236,17 @@ def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
         return out
 
 
-def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[str, Any],
-            current: dict[str, Any], contested: dict[str, Any], by_anchor: dict[str, Fact],
-            out: Outcome, actor: str) -> None:
+def _import(
+    conn: Connection,
+    keyword: KeywordIndex,
+    req: FileSync,
+    rows: dict[str, Any],
+    current: dict[str, Any],
+    contested: dict[str, Any],
+    by_anchor: dict[str, Fact],
+    out: Outcome,
+    actor: str,
+) -> None:
     prefix = req.source_key + "#"
     gone = {key: row for key, row in rows.items() if _anchor(key) not in by_anchor}
     for fact in req.facts:
@@ -230,9 +255,11 @@ def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[s
         old_key = None if row is not None else _moved_from(gone, current, fact)
         if old_key is not None:  # the same fact under a new anchor keeps its memory
             row = gone.pop(old_key)
-            conn.execute(update(import_ledger).where(
-                import_ledger.c.user_name == req.user, import_ledger.c.source_key == old_key)
-                .values(source_key=key))
+            conn.execute(
+                update(import_ledger)
+                .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == old_key)
+                .values(source_key=key)
+            )
             if old_key in contested:
                 contested[key] = contested.pop(old_key)
         memory = current.get(row.memory_id) if row is not None else None
@@ -243,29 +270,48 @@ def _import(conn: Connection, keyword: KeywordIndex, req: FileSync, rows: dict[s
         if memory is not None and key in contested and memory.content == fact.content:
             out.reconciled += 1  # converged: refresh the ledger, write nothing
             _put(conn, req, key, memory.id, fact.hash, memory.version)
-        elif memory is not None and row is not None and row.content_hash == fact.hash \
-                and key not in contested:
+        elif (
+            memory is not None
+            and row is not None
+            and row.content_hash == fact.hash
+            and key not in contested
+        ):
             pass  # unchanged
         elif memory is not None:
-            written = memories.new_version(conn, keyword, memory.id, fact.content, actor=actor,
-                                           meta=_provenance(req, fact))
+            written = memories.new_version(
+                conn, keyword, memory.id, fact.content, actor=actor, meta=_provenance(req, fact)
+            )
             assert written is not None  # current holds only memories that are not forgotten
             out.updated += 1
             _put(conn, req, key, memory.id, fact.hash, written["version"])
         else:
-            created = memories.insert_memory(conn, keyword, NewMemory(
-                content=fact.content, project=req.project, scope=req.scope,
-                source=f"file:{req.tool}"), actor=actor, meta=_provenance(req, fact))
+            created = memories.insert_memory(
+                conn,
+                keyword,
+                NewMemory(
+                    content=fact.content,
+                    project=req.project,
+                    scope=req.scope,
+                    source=f"file:{req.tool}",
+                ),
+                actor=actor,
+                meta=_provenance(req, fact),
+            )
             out.created += 1
             _put(conn, req, key, created["id"], fact.hash, 1)
-        out.memories[fact.anchor] = (memory.id if memory is not None
-                                     else _ledger_memory(conn, req, key))
+        out.memories[fact.anchor] = (
+            memory.id if memory is not None else _ledger_memory(conn, req, key)
+        )
     for key, row in gone.items():
-        if memories.forget_in(conn, keyword, row.memory_id, actor=actor,
-                              reason=f"removed from {req.relpath}"):
+        if memories.forget_in(
+            conn, keyword, row.memory_id, actor=actor, reason=f"removed from {req.relpath}"
+        ):
             out.removed += 1
-        conn.execute(delete(import_ledger).where(
-            import_ledger.c.user_name == req.user, import_ledger.c.source_key == key))
+        conn.execute(
+            delete(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == key
+            )
+        )
     _resolve_links(conn, req, out)
 
 
@@ -282,36 +328,65 @@ def _moved_from(gone: dict[str, Any], current: dict[str, Any], fact: Fact) -> st
     return None
 
 
-def _keep_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
-                          contested: dict[str, Any], current: dict[str, Any],
-                          by_anchor: dict[str, Fact], out: Outcome, actor: str) -> None:
+def _keep_conflict_copies(
+    conn: Connection,
+    keyword: KeywordIndex,
+    req: FileSync,
+    contested: dict[str, Any],
+    current: dict[str, Any],
+    by_anchor: dict[str, Fact],
+    out: Outcome,
+    actor: str,
+) -> None:
     """The skip: contested memories are never touched; where the file genuinely diverged, its
     version is kept as one live conflict copy per contested memory."""
     for key, row in contested.items():
         memory = current[row.memory_id]
         fact = by_anchor.get(_anchor(key))
         entry: dict[str, Any] = {"memoryId": memory.id, "anchor": _anchor(key), "copyId": None}
-        diverged = (fact is not None and fact.hash != row.content_hash
-                    and fact.content != memory.content)
+        diverged = (
+            fact is not None and fact.hash != row.content_hash and fact.content != memory.content
+        )
         copy_key = f"conflict:{memory.id}"
-        copy_row = conn.execute(select(import_ledger).where(
-            import_ledger.c.user_name == req.user,
-            import_ledger.c.source_key == copy_key)).first()
-        copy = _memories(conn, [copy_row.memory_id]).get(copy_row.memory_id) \
-            if copy_row is not None else None
+        copy_row = conn.execute(
+            select(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key
+            )
+        ).first()
+        copy = (
+            _memories(conn, [copy_row.memory_id]).get(copy_row.memory_id)
+            if copy_row is not None
+            else None
+        )
         if diverged and fact is not None:
-            meta = {"conflict": {"memoryId": memory.id, "sourceKey": key,
-                                 "sourcePath": req.path, "contentHash": fact.hash}}
+            meta = {
+                "conflict": {
+                    "memoryId": memory.id,
+                    "sourceKey": key,
+                    "sourcePath": req.path,
+                    "contentHash": fact.hash,
+                }
+            }
             if copy is None:
-                made = memories.insert_memory(conn, keyword, NewMemory(
-                    content=fact.content, project=req.project, scope=CONFLICT_SCOPE,
-                    source=f"file:{req.tool}"), actor=actor, meta=meta)
+                made = memories.insert_memory(
+                    conn,
+                    keyword,
+                    NewMemory(
+                        content=fact.content,
+                        project=req.project,
+                        scope=CONFLICT_SCOPE,
+                        source=f"file:{req.tool}",
+                    ),
+                    actor=actor,
+                    meta=meta,
+                )
                 _put(conn, req, copy_key, made["id"], fact.hash, 1, path=key)
                 entry["copyId"] = made["id"]
             elif copy_row is not None and copy_row.content_hash != fact.hash:
                 # a further file edit: refresh the copy in place
-                written = memories.new_version(conn, keyword, copy.id, fact.content,
-                                               actor=actor, meta=meta)
+                written = memories.new_version(
+                    conn, keyword, copy.id, fact.content, actor=actor, meta=meta
+                )
                 assert written is not None
                 _put(conn, req, copy_key, copy.id, fact.hash, written["version"], path=key)
                 entry["copyId"] = copy.id
@@ -320,28 +395,42 @@ def _keep_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync
         elif copy is not None:
             # the file no longer diverges (reverted, or already equal to the Engram edit): the
             # copy holds a version that is neither in the file nor in Engram
-            memories.forget_in(conn, keyword, copy.id, actor=actor,
-                               reason="the file no longer diverges")
-            conn.execute(delete(import_ledger).where(
-                import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key))
+            memories.forget_in(
+                conn, keyword, copy.id, actor=actor, reason="the file no longer diverges"
+            )
+            conn.execute(
+                delete(import_ledger).where(
+                    import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key
+                )
+            )
         out.conflicts.append(entry)
 
 
-def _clear_conflict_copies(conn: Connection, keyword: KeywordIndex, req: FileSync,
-                           memory_ids: list[str], actor: str,
-                           reason: str = "sync conflict resolved") -> None:
+def _clear_conflict_copies(
+    conn: Connection,
+    keyword: KeywordIndex,
+    req: FileSync,
+    memory_ids: list[str],
+    actor: str,
+    reason: str = "sync conflict resolved",
+) -> None:
     """The source was imported or reconciled (or is back to its last import): its conflicts are
     over, their copies go."""
     for memory_id in memory_ids:
         copy_key = f"conflict:{memory_id}"
-        row = conn.execute(select(import_ledger.c.memory_id).where(
-            import_ledger.c.user_name == req.user,
-            import_ledger.c.source_key == copy_key)).first()
+        row = conn.execute(
+            select(import_ledger.c.memory_id).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key
+            )
+        ).first()
         if row is None:
             continue
         memories.forget_in(conn, keyword, row.memory_id, actor=actor, reason=reason)
-        conn.execute(delete(import_ledger).where(
-            import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key))
+        conn.execute(
+            delete(import_ledger).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == copy_key
+            )
+        )
 
 
 def _resolve_links(conn: Connection, req: FileSync, out: Outcome) -> None:
@@ -351,48 +440,68 @@ def _resolve_links(conn: Connection, req: FileSync, out: Outcome) -> None:
         memory_id = out.memories.get(fact.anchor)
         if not targets or memory_id is None:
             continue
-        row = conn.execute(select(memories_table.c.meta).where(
-            memories_table.c.id == memory_id)).first()
+        row = conn.execute(
+            select(memories_table.c.meta).where(memories_table.c.id == memory_id)
+        ).first()
         meta = loads(row.meta, {}) if row is not None else {}
         if meta.get("links") != targets:
             from engram.store import dumps
 
-            conn.execute(update(memories_table).where(memories_table.c.id == memory_id)
-                         .values(meta=dumps({**meta, "links": targets})))
+            conn.execute(
+                update(memories_table)
+                .where(memories_table.c.id == memory_id)
+                .values(meta=dumps({**meta, "links": targets}))
+            )
 
 
 def _rename_legacy(conn: Connection, req: FileSync) -> None:
     """Rows under the older bare key ``<tool>:<relpath>`` become this root's, in place: the same
     memories, no duplicates."""
-    legacy = conn.execute(select(import_ledger.c.source_key).where(
-        import_ledger.c.user_name == req.user,
-        # only this file's rows: two checkouts both had a bare `codex:AGENTS.md`
-        import_ledger.c.path == req.path,
-        (import_ledger.c.source_key == req.legacy_key)
-        | import_ledger.c.source_key.startswith(req.legacy_key + "#", autoescape=True))).all()
+    legacy = conn.execute(
+        select(import_ledger.c.source_key).where(
+            import_ledger.c.user_name == req.user,
+            # only this file's rows: two checkouts both had a bare `codex:AGENTS.md`
+            import_ledger.c.path == req.path,
+            (import_ledger.c.source_key == req.legacy_key)
+            | import_ledger.c.source_key.startswith(req.legacy_key + "#", autoescape=True),
+        )
+    ).all()
     taken = set(_ledger_rows(conn, req))
     for (key,) in legacy:
-        new_key = req.source_key + key[len(req.legacy_key):]
+        new_key = req.source_key + key[len(req.legacy_key) :]
         if new_key in taken:  # already imported under the new key: the old row is stale
-            conn.execute(delete(import_ledger).where(
-                import_ledger.c.user_name == req.user, import_ledger.c.source_key == key))
+            conn.execute(
+                delete(import_ledger).where(
+                    import_ledger.c.user_name == req.user, import_ledger.c.source_key == key
+                )
+            )
             continue
-        conn.execute(update(import_ledger).where(
-            import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
-            .values(source_key=new_key))
+        conn.execute(
+            update(import_ledger)
+            .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+            .values(source_key=new_key)
+        )
 
 
 def _ledger_rows(conn: Connection, req: FileSync) -> dict[str, Any]:
-    rows = conn.execute(select(import_ledger).where(
-        import_ledger.c.user_name == req.user,
-        (import_ledger.c.source_key == req.source_key)
-        | import_ledger.c.source_key.startswith(req.source_key + "#", autoescape=True))).all()
+    rows = conn.execute(
+        select(import_ledger).where(
+            import_ledger.c.user_name == req.user,
+            (import_ledger.c.source_key == req.source_key)
+            | import_ledger.c.source_key.startswith(req.source_key + "#", autoescape=True),
+        )
+    ).all()
     return {r.source_key: r for r in rows}
 
 
 def _ledger_memory(conn: Connection, req: FileSync, key: str) -> str:
-    return str(conn.execute(select(import_ledger.c.memory_id).where(
-        import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)).scalar())
+    return str(
+        conn.execute(
+            select(import_ledger.c.memory_id).where(
+                import_ledger.c.user_name == req.user, import_ledger.c.source_key == key
+            )
+        ).scalar()
+    )
 
 
 def _memories(conn: Connection, ids: list[str], *, lock: bool = False) -> dict[str, Any]:
@@ -402,8 +511,9 @@ def _memories(conn: Connection, ids: list[str], *, lock: bool = False) -> dict[s
     wanted = [i for i in ids if i]
     if not wanted:
         return {}
-    stmt = select(memories_table).where(memories_table.c.id.in_(wanted),
-                                        memories_table.c.forgotten_at.is_(None))
+    stmt = select(memories_table).where(
+        memories_table.c.id.in_(wanted), memories_table.c.forgotten_at.is_(None)
+    )
     if lock:
         stmt = stmt.with_for_update()
     return {r.id: r for r in conn.execute(stmt).all()}
@@ -416,25 +526,46 @@ def _serialise(conn: Connection, req: FileSync) -> None:
     if is_sqlite(conn):
         return
     for key in (req.legacy_key, req.source_key):
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
-                     {"k": f"engram-sync|{req.user}|{key}"})
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
+            {"k": f"engram-sync|{req.user}|{key}"},
+        )
 
 
-def _put(conn: Connection, req: FileSync, key: str, memory_id: str | None, hash_: str,
-         version: int | None, *, path: str | None = None) -> None:
-    values = {"memory_id": memory_id, "content_hash": hash_, "memory_version": version,
-              "path": path or req.path, "imported_at": now()}
-    changed = conn.execute(update(import_ledger).where(
-        import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
-        .values(**values)).rowcount
+def _put(
+    conn: Connection,
+    req: FileSync,
+    key: str,
+    memory_id: str | None,
+    hash_: str,
+    version: int | None,
+    *,
+    path: str | None = None,
+) -> None:
+    values = {
+        "memory_id": memory_id,
+        "content_hash": hash_,
+        "memory_version": version,
+        "path": path or req.path,
+        "imported_at": now(),
+    }
+    changed = conn.execute(
+        update(import_ledger)
+        .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+        .values(**values)
+    ).rowcount
     if not changed:
-        conn.execute(import_ledger.insert().values(user_name=req.user, source_key=key,
-                                                   **values))
+        conn.execute(import_ledger.insert().values(user_name=req.user, source_key=key, **values))
 
 
 def _provenance(req: FileSync, fact: Fact) -> dict[str, Any]:
-    return {"source": req.tool, "path": req.path, "anchor": fact.anchor,
-            "sourceKey": f"{req.source_key}#{fact.anchor}", "contentHash": fact.hash}
+    return {
+        "source": req.tool,
+        "path": req.path,
+        "anchor": fact.anchor,
+        "sourceKey": f"{req.source_key}#{fact.anchor}",
+        "contentHash": fact.hash,
+    }
 
 
 def _anchor(key: str) -> str:

@@ -25,26 +25,54 @@ def _json_text(value: Any) -> str | None:
 def store(conn: Connection, keyword: KeywordIndex, event: Event, compressed: Compressed) -> bool:
     """Upsert by observation id, index it, retire its inbox entry: all in the caller's
     transaction, so a crash leaves either everything or nothing. True when newly stored."""
-    sessions.ensure(conn, event.session_id, event.project, host=event.host,
-                    agent_id=event.agent_id, started_at=event.timestamp)
-    created = insert_ignore(conn, observations, {
-        "id": event.observation_id, "event_id": event.event_id, "session_id": event.session_id,
-        "project": event.project, "agent_id": event.agent_id, "host": event.host,
-        "hook_type": event.hook_type, "kind": compressed.kind, "tool_name": event.tool_name,
-        "title": compressed.title, "text": compressed.text, "prompt": event.prompt,
-        "tool_input": _json_text(event.tool_input), "tool_output": _json_text(event.tool_output),
-        "files_read": dumps(list(compressed.files_read)),
-        "files_modified": dumps(list(compressed.files_modified)),
-        "commands": dumps(list(compressed.commands)), "errors": dumps(list(compressed.errors)),
-        "concepts": dumps(list(compressed.concepts)),
-        "created_at": event.timestamp, "stored_at": now(),
-    })
+    sessions.ensure(
+        conn,
+        event.session_id,
+        event.project,
+        host=event.host,
+        agent_id=event.agent_id,
+        started_at=event.timestamp,
+    )
+    created = insert_ignore(
+        conn,
+        observations,
+        {
+            "id": event.observation_id,
+            "event_id": event.event_id,
+            "session_id": event.session_id,
+            "project": event.project,
+            "agent_id": event.agent_id,
+            "host": event.host,
+            "hook_type": event.hook_type,
+            "kind": compressed.kind,
+            "tool_name": event.tool_name,
+            "title": compressed.title,
+            "text": compressed.text,
+            "prompt": event.prompt,
+            "tool_input": _json_text(event.tool_input),
+            "tool_output": _json_text(event.tool_output),
+            "files_read": dumps(list(compressed.files_read)),
+            "files_modified": dumps(list(compressed.files_modified)),
+            "commands": dumps(list(compressed.commands)),
+            "errors": dumps(list(compressed.errors)),
+            "concepts": dumps(list(compressed.concepts)),
+            "created_at": event.timestamp,
+            "stored_at": now(),
+        },
+    )
     if created:
-        keyword.upsert(conn, KeywordDoc(
-            doc_id=event.observation_id, kind="observation", project=event.project,
-            body=index_body(compressed), created_at=event.timestamp, agent_id=event.agent_id,
-            session_id=event.session_id,
-        ))
+        keyword.upsert(
+            conn,
+            KeywordDoc(
+                doc_id=event.observation_id,
+                kind="observation",
+                project=event.project,
+                body=index_body(compressed),
+                created_at=event.timestamp,
+                agent_id=event.agent_id,
+                session_id=event.session_id,
+            ),
+        )
     inbox.complete(conn, event.event_id)
     return created
 
@@ -75,28 +103,52 @@ def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
     return {r.id: r for r in rows}
 
 
-def timeline(store_: Store, session_id: str, limit: int, cursor: str | None = None,
-             ) -> tuple[list[dict[str, Any]], str | None]:
+def timeline(
+    store_: Store,
+    session_id: str,
+    limit: int,
+    cursor: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
     """A session's observations in the order they happened, keyset-paginated."""
     stmt = select(observations).where(observations.c.session_id == session_id)
     with store_.read() as conn:
-        rows, next_cursor = keyset_page(conn, stmt, (observations.c.created_at, observations.c.id),
-                                        limit, cursor, descending=False)
+        rows, next_cursor = keyset_page(
+            conn,
+            stmt,
+            (observations.c.created_at, observations.c.id),
+            limit,
+            cursor,
+            descending=False,
+        )
     return [to_dict(r) for r in rows], next_cursor
 
 
-def recent(store_: Store, scope: Scope, limit: int, cursor: str | None = None,
-           ) -> tuple[list[dict[str, Any]], str | None]:
+def recent(
+    store_: Store,
+    scope: Scope,
+    limit: int,
+    cursor: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
     """The scope's observations, newest first, keyset-paginated."""
     with store_.read() as conn:
-        rows, next_cursor = keyset_page(conn, scoped(select(observations), scope),
-                                        (observations.c.created_at, observations.c.id),
-                                        limit, cursor, descending=True)
+        rows, next_cursor = keyset_page(
+            conn,
+            scoped(select(observations), scope),
+            (observations.c.created_at, observations.c.id),
+            limit,
+            cursor,
+            descending=True,
+        )
     return [to_dict(r) for r in rows], next_cursor
 
 
-def file_history(store_: Store, scope: Scope, path: str, limit: int, cursor: str | None = None,
-                 ) -> tuple[list[dict[str, Any]], str | None]:
+def file_history(
+    store_: Store,
+    scope: Scope,
+    path: str,
+    limit: int,
+    cursor: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
     """Observations that read or changed a file, newest first. ``path`` matches a stored path
     equal to it or ending in ``/<path>`` (``acme/client.py`` finds ``/home/dev/acme/client.py``)."""
     stored = json.dumps(path, ensure_ascii=False)[1:-1]  # as it sits in the JSON array text
@@ -112,16 +164,25 @@ def file_history(store_: Store, scope: Scope, path: str, limit: int, cursor: str
         matches = [column.like(p, escape="\\") for column in columns for p in patterns]
     stmt = scoped(select(observations), scope).where(or_(*matches))
     with store_.read() as conn:
-        rows, next_cursor = keyset_page(conn, stmt, (observations.c.created_at, observations.c.id),
-                                        limit, cursor, descending=True)
+        rows, next_cursor = keyset_page(
+            conn,
+            stmt,
+            (observations.c.created_at, observations.c.id),
+            limit,
+            cursor,
+            descending=True,
+        )
     return [to_dict(r) for r in rows], next_cursor
 
 
 def for_session(conn: Connection, session_id: str) -> list[Any]:
-    return list(conn.execute(
-        select(observations).where(observations.c.session_id == session_id)
-        .order_by(observations.c.created_at, observations.c.id)
-    ).all())
+    return list(
+        conn.execute(
+            select(observations)
+            .where(observations.c.session_id == session_id)
+            .order_by(observations.c.created_at, observations.c.id)
+        ).all()
+    )
 
 
 def forget(store_: Store, keyword: KeywordIndex, observation_id: str, actor: str) -> bool:
@@ -130,29 +191,49 @@ def forget(store_: Store, keyword: KeywordIndex, observation_id: str, actor: str
     from engram import audit
 
     with store_.write() as conn:
-        row = conn.execute(select(observations.c.event_id, observations.c.project)
-                           .where(observations.c.id == observation_id)).first()
+        row = conn.execute(
+            select(observations.c.event_id, observations.c.project).where(
+                observations.c.id == observation_id
+            )
+        ).first()
         if row is None:
             return False
         conn.execute(delete(observations).where(observations.c.id == observation_id))
         keyword.delete(conn, observation_id)
         inbox.mark_forgotten(conn, row.event_id)
-        audit.record(conn, actor, "observation.forget", "observation", observation_id,
-                     {"project": row.project})
+        audit.record(
+            conn,
+            actor,
+            "observation.forget",
+            "observation",
+            observation_id,
+            {"project": row.project},
+        )
     return True
 
 
 def to_dict(row: Any, detail: bool = False) -> dict[str, Any]:
     item = {
-        "id": row.id, "eventId": row.event_id, "sessionId": row.session_id,
-        "project": row.project, "agentId": row.agent_id, "host": row.host,
-        "hookType": row.hook_type, "kind": row.kind, "toolName": row.tool_name,
-        "title": row.title, "text": row.text,
-        "filesRead": loads(row.files_read, []), "filesModified": loads(row.files_modified, []),
-        "commands": loads(row.commands, []), "errors": loads(row.errors, []),
-        "concepts": loads(row.concepts, []), "createdAt": iso(row.created_at),
+        "id": row.id,
+        "eventId": row.event_id,
+        "sessionId": row.session_id,
+        "project": row.project,
+        "agentId": row.agent_id,
+        "host": row.host,
+        "hookType": row.hook_type,
+        "kind": row.kind,
+        "toolName": row.tool_name,
+        "title": row.title,
+        "text": row.text,
+        "filesRead": loads(row.files_read, []),
+        "filesModified": loads(row.files_modified, []),
+        "commands": loads(row.commands, []),
+        "errors": loads(row.errors, []),
+        "concepts": loads(row.concepts, []),
+        "createdAt": iso(row.created_at),
     }
     if detail:
-        item.update(prompt=row.prompt, toolInput=loads(row.tool_input),
-                    toolOutput=loads(row.tool_output))
+        item.update(
+            prompt=row.prompt, toolInput=loads(row.tool_input), toolOutput=loads(row.tool_output)
+        )
     return item

@@ -45,9 +45,15 @@ def parse_limit(raw: Any) -> int:
     return value
 
 
-def keyset_page(conn: Connection, stmt: Select[Any], key: tuple[Column[Any], Column[Any]],
-                limit: int, cursor: str | None, *, descending: bool
-                ) -> tuple[list[Any], str | None]:
+def keyset_page(
+    conn: Connection,
+    stmt: Select[Any],
+    key: tuple[Column[Any], Column[Any]],
+    limit: int,
+    cursor: str | None,
+    *,
+    descending: bool,
+) -> tuple[list[Any], str | None]:
     """One page of ``stmt`` ordered by ``key`` (a sort column and a unique tie-breaker),
     starting after ``cursor``; returns the rows and the cursor of the next page (or None).
 
@@ -60,15 +66,20 @@ def keyset_page(conn: Connection, stmt: Select[Any], key: tuple[Column[Any], Col
         stmt = stmt.order_by(first, second)
     if cursor:
         after_first, after_second = decode_cursor(cursor, 2)
-        if not isinstance(after_first, (int, float)) or isinstance(after_first, bool) \
-                or not isinstance(after_second, str):
+        if (
+            not isinstance(after_first, (int, float))
+            or isinstance(after_first, bool)
+            or not isinstance(after_second, str)
+        ):
             raise BadCursor("cursor is not valid; pass back nextCursor unchanged")
         if descending:
-            stmt = stmt.where(or_(first < after_first,
-                                  and_(first == after_first, second < after_second)))
+            stmt = stmt.where(
+                or_(first < after_first, and_(first == after_first, second < after_second))
+            )
         else:
-            stmt = stmt.where(or_(first > after_first,
-                                  and_(first == after_first, second > after_second)))
+            stmt = stmt.where(
+                or_(first > after_first, and_(first == after_first, second > after_second))
+            )
     rows = list(conn.execute(stmt.limit(limit + 1)).all())
     if len(rows) <= limit:
         return rows, None

@@ -66,8 +66,12 @@ _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix=
 searches run all their streams at once; more wait their turn (2 cores gain nothing beyond)."""
 
 
-def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, float],
-         limit: int | None = None, k: int = RRF_K) -> list[tuple[KeywordHit, dict[str, int]]]:
+def fuse(
+    rankings: Mapping[str, Sequence[KeywordHit]],
+    weights: Mapping[str, float],
+    limit: int | None = None,
+    k: int = RRF_K,
+) -> list[tuple[KeywordHit, dict[str, int]]]:
     """Weighted RRF over the rankings that answered; each hit with its rank in every stream
     that ranked it. Ties go to the better best rank, then to the earlier stream."""
     answered = [name for name, hits in rankings.items() if hits and weights.get(name, 0) > 0]
@@ -93,8 +97,9 @@ def fuse(rankings: Mapping[str, Sequence[KeywordHit]], weights: Mapping[str, flo
     return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
 
 
-def _graph_stream(store: Store, query: str, scope: Scope, limit: int,
-                  kinds: tuple[str, ...] | None) -> list[KeywordHit]:
+def _graph_stream(
+    store: Store, query: str, scope: Scope, limit: int, kinds: tuple[str, ...] | None
+) -> list[KeywordHit]:
     from engram import graph as graph_mod
 
     with store.read() as conn:
@@ -109,25 +114,46 @@ def resolve_mode(mode: str) -> SearchPreset:
     return PRESETS[ALIASES.get(mode, mode)]
 
 
-def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = DEFAULT_MODE,
-           kinds: tuple[str, ...] | None = None,
-           per_session: int = DEFAULT_PER_SESSION, *, vectors: Vectors | None = None,
-           weights: Mapping[str, float] | None = None,
-           graph: bool = True, rrf_k: int = RRF_K) -> dict[str, Any]:
+def search(
+    store: Store,
+    query: str,
+    scope: Scope,
+    limit: int = 10,
+    mode: str = DEFAULT_MODE,
+    kinds: tuple[str, ...] | None = None,
+    per_session: int = DEFAULT_PER_SESSION,
+    *,
+    vectors: Vectors | None = None,
+    weights: Mapping[str, float] | None = None,
+    graph: bool = True,
+    rrf_k: int = RRF_K,
+) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
         weights = {preset.streams[0]: 1.0}
-    wants_vectors = (vectors is not None and vectors.enabled and "vector" in preset.streams
-                     and weights.get("vector", 0) > 0)
+    wants_vectors = (
+        vectors is not None
+        and vectors.enabled
+        and "vector" in preset.streams
+        and weights.get("vector", 0) > 0
+    )
     # hybrid does not wait for a model that is still loading; semantic has nothing else
-    index = vectors.index(wait=preset.streams == ("vector",)) \
-        if vectors is not None and wants_vectors else None
+    index = (
+        vectors.index(wait=preset.streams == ("vector",))
+        if vectors is not None and wants_vectors
+        else None
+    )
     if preset.streams == ("vector",) and index is None:
-        why = (vectors.problem if vectors is not None and vectors.problem
-               else "no embedder is configured (ENGRAM_EMBEDDER=none)")
-        raise SearchUnavailable(f"mode {mode!r} needs the vector index, and it is off: {why}; "
-                                'use "keyword" or "hybrid", or see GET /v1/status')
+        why = (
+            vectors.problem
+            if vectors is not None and vectors.problem
+            else "no embedder is configured (ENGRAM_EMBEDDER=none)"
+        )
+        raise SearchUnavailable(
+            f"mode {mode!r} needs the vector index, and it is off: {why}; "
+            'use "keyword" or "hybrid", or see GET /v1/status'
+        )
     depth = max(limit * CANDIDATE_FACTOR, MIN_DEPTH)
     future = None
     if index is not None:
@@ -135,12 +161,14 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
     rankings: dict[str, list[KeywordHit]] = {}
     problems: dict[str, str] = {}
     if wants_vectors and index is None:
-        problems["vector"] = (vectors.problem if vectors is not None and vectors.problem
-                              else "the vector index is still loading")
+        problems["vector"] = (
+            vectors.problem
+            if vectors is not None and vectors.problem
+            else "the vector index is still loading"
+        )
     graph_future = None
     if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
-        graph_future = _pool.submit(_graph_stream, store, query, scope, graph_depth(limit),
-                                    kinds)
+        graph_future = _pool.submit(_graph_stream, store, query, scope, graph_depth(limit), kinds)
     with store.read() as conn:
         if "bm25" in preset.streams:
             rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds)
@@ -159,8 +187,10 @@ def search(store: Store, query: str, scope: Scope, limit: int = 10, mode: str = 
     for item in items:
         item["ranks"] = rank_of.get(item["id"], {})
     result: dict[str, Any] = {
-        "items": items, "mode": preset.name,
-        "streams": [name for name in preset.streams if name in rankings]}
+        "items": items,
+        "mode": preset.name,
+        "streams": [name for name in preset.streams if name in rankings],
+    }
     if problems:
         result["degraded"] = problems
     return result
@@ -189,22 +219,43 @@ def hydrate(conn: Any, hits: list[KeywordHit]) -> list[dict[str, Any]]:
     if summary_ids:
         from sqlalchemy import select
 
-        sums = {r.id: r for r in conn.execute(
-            select(sessions).where(sessions.c.id.in_(summary_ids)))}
+        sums = {
+            r.id: r for r in conn.execute(select(sessions).where(sessions.c.id.in_(summary_ids)))
+        }
     items: list[dict[str, Any]] = []
     for hit in hits:
-        base = {"id": hit.doc_id, "kind": hit.kind, "sessionId": hit.session_id,
-                "score": hit.score}
+        base = {"id": hit.doc_id, "kind": hit.kind, "sessionId": hit.session_id, "score": hit.score}
         if hit.kind == "observation" and hit.doc_id in obs:
             row = obs[hit.doc_id]
-            items.append({**base, "text": row.text, "title": row.title, "project": row.project,
-                          "createdAt": iso(row.created_at)})
+            items.append(
+                {
+                    **base,
+                    "text": row.text,
+                    "title": row.title,
+                    "project": row.project,
+                    "createdAt": iso(row.created_at),
+                }
+            )
         elif hit.kind == "memory" and hit.doc_id in mems:
             row = mems[hit.doc_id]
-            items.append({**base, "text": row.content, "title": row.content.split("\n", 1)[0][:120],
-                          "project": row.project, "createdAt": iso(row.updated_at)})
+            items.append(
+                {
+                    **base,
+                    "text": row.content,
+                    "title": row.content.split("\n", 1)[0][:120],
+                    "project": row.project,
+                    "createdAt": iso(row.updated_at),
+                }
+            )
         elif hit.kind == "summary" and hit.session_id in sums:
             row = sums[hit.session_id]
-            items.append({**base, "text": row.summary, "title": f"Session summary {row.id}",
-                          "project": row.project, "createdAt": iso(row.ended_at)})
+            items.append(
+                {
+                    **base,
+                    "text": row.summary,
+                    "title": f"Session summary {row.id}",
+                    "project": row.project,
+                    "createdAt": iso(row.ended_at),
+                }
+            )
     return items

@@ -12,44 +12,81 @@ from engram.scope import Scope, restrict
 from engram.store import Store, insert_ignore, iso, loads, now
 
 
-def ensure(conn: Connection, session_id: str, project: str, *, host: str | None = None,
-           agent_id: str | None = None, cwd: str | None = None,
-           started_at: float | None = None) -> bool:
+def ensure(
+    conn: Connection,
+    session_id: str,
+    project: str,
+    *,
+    host: str | None = None,
+    agent_id: str | None = None,
+    cwd: str | None = None,
+    started_at: float | None = None,
+) -> bool:
     """Create the session row if it is new; True when created. Never changes an existing row's
     project: a session belongs to the project it started in."""
-    return insert_ignore(conn, sessions, {
-        "id": session_id, "project": project, "host": host, "agent_id": agent_id, "cwd": cwd,
-        "status": "active", "started_at": started_at or now(),
-    })
+    return insert_ignore(
+        conn,
+        sessions,
+        {
+            "id": session_id,
+            "project": project,
+            "host": host,
+            "agent_id": agent_id,
+            "cwd": cwd,
+            "status": "active",
+            "started_at": started_at or now(),
+        },
+    )
 
 
-def start(store: Store, session_id: str, project: str, *, host: str | None,
-          agent_id: str | None, cwd: str | None,
-          at: float | None = None) -> tuple[dict[str, Any], bool]:
+def start(
+    store: Store,
+    session_id: str,
+    project: str,
+    *,
+    host: str | None,
+    agent_id: str | None,
+    cwd: str | None,
+    at: float | None = None,
+) -> tuple[dict[str, Any], bool]:
     """Start (or re-announce) a session. ``at`` is when the client saw the start: a start that
     happened before the session's end (a spooled start replayed after the end arrived) does
     not reopen it."""
     with store.write() as conn:
-        created = ensure(conn, session_id, project, host=host, agent_id=agent_id, cwd=cwd,
-                         started_at=at)
-        ended_at = None if created else conn.execute(
-            select(sessions.c.ended_at).where(sessions.c.id == session_id)).scalar()
+        created = ensure(
+            conn, session_id, project, host=host, agent_id=agent_id, cwd=cwd, started_at=at
+        )
+        ended_at = (
+            None
+            if created
+            else conn.execute(
+                select(sessions.c.ended_at).where(sessions.c.id == session_id)
+            ).scalar()
+        )
         late_replay = at is not None and ended_at is not None and at <= ended_at
         if not created and not late_replay:
             # A restarted host re-announces its session: fill what was unknown, keep the rest.
-            conn.execute(update(sessions).where(sessions.c.id == session_id).values(
-                host=sessions.c.host if host is None else host,
-                cwd=sessions.c.cwd if cwd is None else cwd,
-                status="active", ended_at=None,
-            ))
+            conn.execute(
+                update(sessions)
+                .where(sessions.c.id == session_id)
+                .values(
+                    host=sessions.c.host if host is None else host,
+                    cwd=sessions.c.cwd if cwd is None else cwd,
+                    status="active",
+                    ended_at=None,
+                )
+            )
         row = conn.execute(select(sessions).where(sessions.c.id == session_id)).one()
     return to_dict(row), created
 
 
 def end(store: Store, session_id: str) -> dict[str, Any] | None:
     with store.write() as conn:
-        result = conn.execute(update(sessions).where(sessions.c.id == session_id)
-                              .values(status="ended", ended_at=now()))
+        result = conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id)
+            .values(status="ended", ended_at=now())
+        )
         if result.rowcount == 0:
             return None
         return to_dict(conn.execute(select(sessions).where(sessions.c.id == session_id)).one())
@@ -68,48 +105,69 @@ def summary_due(conn: Connection, session_id: str) -> bool:
     """True when the session has ended, has no summary yet and none of its captured events is
     still waiting: the moment to summarise it. Checked by the capture task after it stores an
     event, so the summary follows the session's last event instead of polling for it."""
-    row = conn.execute(select(sessions.c.status, sessions.c.summary)
-                       .where(sessions.c.id == session_id)).first()
+    row = conn.execute(
+        select(sessions.c.status, sessions.c.summary).where(sessions.c.id == session_id)
+    ).first()
     if row is None or row.status != "ended" or row.summary is not None:
         return False
-    return conn.execute(select(capture_inbox.c.event_id).where(
-        capture_inbox.c.session_id == session_id,
-        capture_inbox.c.state.in_(_WAITING)).limit(1)).first() is None
+    return (
+        conn.execute(
+            select(capture_inbox.c.event_id)
+            .where(capture_inbox.c.session_id == session_id, capture_inbox.c.state.in_(_WAITING))
+            .limit(1)
+        ).first()
+        is None
+    )
 
 
 def awaiting_summary(conn: Connection, ended_before: float, limit: int) -> list[str]:
     """Sessions ended before ``ended_before`` with no summary and no event still waiting:
     their summary task was lost (or never sent), oldest first."""
-    waiting = exists().where(capture_inbox.c.session_id == sessions.c.id,
-                             capture_inbox.c.state.in_(_WAITING))
-    return list(conn.execute(
-        select(sessions.c.id).where(
-            sessions.c.status == "ended", sessions.c.summary.is_(None),
-            sessions.c.ended_at < ended_before, ~waiting)
-        .order_by(sessions.c.ended_at).limit(limit)
-    ).scalars())
+    waiting = exists().where(
+        capture_inbox.c.session_id == sessions.c.id, capture_inbox.c.state.in_(_WAITING)
+    )
+    return list(
+        conn.execute(
+            select(sessions.c.id)
+            .where(
+                sessions.c.status == "ended",
+                sessions.c.summary.is_(None),
+                sessions.c.ended_at < ended_before,
+                ~waiting,
+            )
+            .order_by(sessions.c.ended_at)
+            .limit(limit)
+        ).scalars()
+    )
 
 
 def save_summary(conn: Connection, session_id: str, text: str, data: str) -> None:
-    conn.execute(update(sessions).where(sessions.c.id == session_id)
-                 .values(summary=text, summary_json=data))
+    conn.execute(
+        update(sessions).where(sessions.c.id == session_id).values(summary=text, summary_json=data)
+    )
 
 
-def list_sessions(store: Store, scope: Scope, limit: int, cursor: str | None = None,
-                  status: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+def list_sessions(
+    store: Store, scope: Scope, limit: int, cursor: str | None = None, status: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on (started_at, id)."""
     stmt = restrict(select(sessions), scope, sessions)
     if status:
         stmt = stmt.where(sessions.c.status == status)
     with store.read() as conn:
-        rows, next_cursor = keyset_page(conn, stmt, (sessions.c.started_at, sessions.c.id),
-                                        limit, cursor, descending=True)
+        rows, next_cursor = keyset_page(
+            conn, stmt, (sessions.c.started_at, sessions.c.id), limit, cursor, descending=True
+        )
     return [to_dict(r) for r in rows], next_cursor
 
 
 def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) -> Any:
-    stmt = (select(sessions).where(sessions.c.summary.is_not(None), sessions.c.summary != "")
-            .order_by(sessions.c.ended_at.desc()).limit(1))
+    stmt = (
+        select(sessions)
+        .where(sessions.c.summary.is_not(None), sessions.c.summary != "")
+        .order_by(sessions.c.ended_at.desc())
+        .limit(1)
+    )
     if not scope.all_projects:
         stmt = stmt.where(sessions.c.project == scope.project)
     if scope.agent_id is not None:
@@ -121,8 +179,14 @@ def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) 
 
 def to_dict(row: Any) -> dict[str, Any]:
     return {
-        "id": row.id, "project": row.project, "agentId": row.agent_id, "host": row.host,
-        "cwd": row.cwd, "status": row.status, "startedAt": iso(row.started_at),
-        "endedAt": iso(row.ended_at), "summary": row.summary,
+        "id": row.id,
+        "project": row.project,
+        "agentId": row.agent_id,
+        "host": row.host,
+        "cwd": row.cwd,
+        "status": row.status,
+        "startedAt": iso(row.started_at),
+        "endedAt": iso(row.ended_at),
+        "summary": row.summary,
         "summaryData": loads(row.summary_json),
     }

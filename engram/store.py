@@ -43,8 +43,11 @@ class WriteLock:
         with self._cond:
             ticket = self._next[background]
             self._next[background] += 1
-            while self._held or self._serving[background] != ticket or (
-                    background and self._serving[False] != self._next[False]):
+            while (
+                self._held
+                or self._serving[background] != ticket
+                or (background and self._serving[False] != self._next[False])
+            ):
                 self._cond.wait()
             self._held = True
         try:
@@ -134,8 +137,10 @@ def iso(ts: float | None) -> str | None:
         return None
     from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
+    return (
+        datetime.fromtimestamp(ts, tz=timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )
 
 
@@ -143,5 +148,10 @@ def insert_ignore(conn: Connection, table: Any, values: dict[str, Any]) -> bool:
     """INSERT that does nothing when the primary key exists; True when a row was written."""
     # RETURNING rather than rowcount: psycopg reports rowcount -1 for these statements.
     key = list(table.primary_key.columns)[0]
-    stmt = dialect_insert(conn.dialect.name)(table).values(**values).on_conflict_do_nothing().returning(key)
+    stmt = (
+        dialect_insert(conn.dialect.name)(table)
+        .values(**values)
+        .on_conflict_do_nothing()
+        .returning(key)
+    )
     return conn.execute(stmt).first() is not None

@@ -48,9 +48,13 @@ class SessionSummary:
 
     def to_text(self) -> str:
         """A compact markdown-ish block; sections with nothing to say are left out."""
-        errors = [f"{e} ({'resolved' if self.is_resolved(e) else 'unresolved'})" for e in self.errors]
+        errors = [
+            f"{e} ({'resolved' if self.is_resolved(e) else 'unresolved'})" for e in self.errors
+        ]
         lines = [f"Request: {self.request}" if self.request else ""]
-        lines.append(f"Files changed: {', '.join(self.files_changed)}" if self.files_changed else "")
+        lines.append(
+            f"Files changed: {', '.join(self.files_changed)}" if self.files_changed else ""
+        )
         lines.append(f"Files read: {', '.join(self.files_read)}" if self.files_read else "")
         for heading, items in (("Commands", [f"`{c}`" for c in self.commands]), ("Errors", errors)):
             lines.extend([f"{heading}:", *(f"- {item}" for item in items)] if items else [])
@@ -58,10 +62,16 @@ class SessionSummary:
         return "\n".join(line for line in lines if line)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"request": self.request, "filesRead": list(self.files_read),
-                "filesChanged": list(self.files_changed), "commands": list(self.commands),
-                "errors": list(self.errors), "unresolvedErrors": list(self.unresolved_errors),
-                "outcome": self.outcome, "observationCount": self.observation_count}
+        return {
+            "request": self.request,
+            "filesRead": list(self.files_read),
+            "filesChanged": list(self.files_changed),
+            "commands": list(self.commands),
+            "errors": list(self.errors),
+            "unresolvedErrors": list(self.unresolved_errors),
+            "outcome": self.outcome,
+            "observationCount": self.observation_count,
+        }
 
 
 def summarize(observations: Sequence[Mapping[str, Any]]) -> SessionSummary:
@@ -71,18 +81,26 @@ def summarize(observations: Sequence[Mapping[str, Any]]) -> SessionSummary:
         return SessionSummary(outcome="empty session", observation_count=len(observations))
     changed = _unique(f for r in records for f in _strings(r.get("filesModified")))
     changed_set = set(changed)  # a file that was changed is listed once, as changed
-    read = [f for f in _unique(f for r in records for f in _strings(r.get("filesRead")))
-            if f not in changed_set]
+    read = [
+        f
+        for f in _unique(f for r in records for f in _strings(r.get("filesRead")))
+        if f not in changed_set
+    ]
     last_seen: dict[str, int] = {}  # error -> index of its last occurrence, in order of first
     for i, record in enumerate(records):
         last_seen.update(dict.fromkeys(_strings(record.get("errors")), i))
     errors = list(last_seen)[-MAX_ERRORS:]
     unresolved = [e for e in errors if not _resolved(records, last_seen[e])]
     return SessionSummary(
-        request=_request(records), files_read=tuple(read[:MAX_FILES]),
-        files_changed=tuple(changed[:MAX_FILES]), commands=_commands(records),
-        errors=tuple(errors), unresolved_errors=tuple(unresolved),
-        outcome=_outcome(records, unresolved), observation_count=len(observations))
+        request=_request(records),
+        files_read=tuple(read[:MAX_FILES]),
+        files_changed=tuple(changed[:MAX_FILES]),
+        commands=_commands(records),
+        errors=tuple(errors),
+        unresolved_errors=tuple(unresolved),
+        outcome=_outcome(records, unresolved),
+        observation_count=len(observations),
+    )
 
 
 def _request(records: list[Mapping[str, Any]]) -> str:
@@ -90,8 +108,9 @@ def _request(records: list[Mapping[str, Any]]) -> str:
     if len(prompts) < 2:
         return prompts[0] if prompts else ""
     later = "; ".join(one_line(p, 80) for p in prompts[1:])
-    return one_line(f"{one_line(prompts[0], MAX_REQUEST_CHARS * 3 // 5)} — then: {later}",
-                    MAX_REQUEST_CHARS)
+    return one_line(
+        f"{one_line(prompts[0], MAX_REQUEST_CHARS * 3 // 5)} — then: {later}", MAX_REQUEST_CHARS
+    )
 
 
 def _prompt(record: Mapping[str, Any]) -> str:
@@ -107,8 +126,11 @@ def _prompt(record: Mapping[str, Any]) -> str:
 def _commands(records: list[Mapping[str, Any]]) -> tuple[str, ...]:
     runs = [one_line(c, 200) for r in records for c in _strings(r.get("commands"))]
     recent = set(_unique(reversed(runs))[:RECENT_COMMANDS])
-    relevant = [c for c in _unique(runs)
-                if c in recent or RELEVANT_FAMILIES.intersection(command_concepts(c))]
+    relevant = [
+        c
+        for c in _unique(runs)
+        if c in recent or RELEVANT_FAMILIES.intersection(command_concepts(c))
+    ]
     return tuple(relevant[-MAX_COMMANDS:])
 
 
@@ -128,7 +150,9 @@ def _resolved(records: list[Mapping[str, Any]], index: int) -> bool:
         reruns = [" ".join(c.split()) for c in _strings(later.get("commands"))]
         if any(_same_run(before, after) for before in commands for after in reruns):
             return True
-        later_files = set(_strings(later.get("filesModified"))) | set(_strings(later.get("filesRead")))
+        later_files = set(_strings(later.get("filesModified"))) | set(
+            _strings(later.get("filesRead"))
+        )
         same_tool = later.get("toolName") == failed.get("toolName")
         if not commands and same_tool and files & later_files:
             return True
@@ -147,8 +171,11 @@ def _outcome(records: list[Mapping[str, Any]], unresolved: list[str]) -> str:
     def failed(record: Mapping[str, Any]) -> bool:
         return bool(_strings(record.get("errors")))
 
-    tests = [i for i, r in enumerate(records) if _ran(r)
-             and any("test" in command_concepts(c) for c in _strings(r.get("commands")))]
+    tests = [
+        i
+        for i, r in enumerate(records)
+        if _ran(r) and any("test" in command_concepts(c) for c in _strings(r.get("commands")))
+    ]
     last_error = max((i for i, r in enumerate(records) if failed(r)), default=-1)
     tests_pass = bool(tests) and not failed(records[tests[-1]])
     if tests_pass and tests[-1] > last_error:
@@ -209,13 +236,22 @@ def summarize_session(store: Store, session_id: str) -> dict[str, Any] | None:
         row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
         if row is None:
             return None
-        records = [observations.to_dict(r, detail=True)
-                   for r in observations.for_session(conn, session_id)]
+        records = [
+            observations.to_dict(r, detail=True) for r in observations.for_session(conn, session_id)
+        ]
         summary = summarize(records)
         text = summary.to_text()
         save_summary(conn, session_id, text, dumps(summary.to_dict()))
-        store.keyword.upsert(conn, KeywordDoc(
-            doc_id=f"sum_{session_id}"[:64], kind="summary", project=row.project, body=text,
-            created_at=row.ended_at or now(), agent_id=row.agent_id, session_id=session_id,
-        ))
+        store.keyword.upsert(
+            conn,
+            KeywordDoc(
+                doc_id=f"sum_{session_id}"[:64],
+                kind="summary",
+                project=row.project,
+                body=text,
+                created_at=row.ended_at or now(),
+                agent_id=row.agent_id,
+                session_id=session_id,
+            ),
+        )
     return summary.to_dict()

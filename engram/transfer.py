@@ -34,23 +34,41 @@ class InvalidImport(FieldErrors):
 
 def export(store: Store) -> dict[str, Any]:
     with store.read() as conn:
-        sess = [_row(r, ("started_at", "ended_at")) for r in conn.execute(
-            select(sessions).order_by(sessions.c.started_at))]
-        obs = [_row(r, ("created_at", "stored_at")) for r in conn.execute(
-            select(observations).order_by(observations.c.created_at))]
+        sess = [
+            _row(r, ("started_at", "ended_at"))
+            for r in conn.execute(select(sessions).order_by(sessions.c.started_at))
+        ]
+        obs = [
+            _row(r, ("created_at", "stored_at"))
+            for r in conn.execute(select(observations).order_by(observations.c.created_at))
+        ]
         versions: dict[str, list[dict[str, Any]]] = {}
         for v in conn.execute(select(memory_versions).order_by(memory_versions.c.version)):
             versions.setdefault(v.memory_id, []).append(
-                {"version": v.version, "content": v.content, "createdAt": iso(v.created_at),
-                 "supersededAt": iso(v.superseded_at)})
+                {
+                    "version": v.version,
+                    "content": v.content,
+                    "createdAt": iso(v.created_at),
+                    "supersededAt": iso(v.superseded_at),
+                }
+            )
         mems = []
-        for r in conn.execute(select(memories).where(memories.c.forgotten_at.is_(None))
-                              .order_by(memories.c.created_at)):
+        for r in conn.execute(
+            select(memories)
+            .where(memories.c.forgotten_at.is_(None))
+            .order_by(memories.c.created_at)
+        ):
             item = _row(r, ("created_at", "updated_at", "forgotten_at"))
             item["versions"] = versions.get(r.id, [])
             mems.append(item)
-    return {"format": "engram-export", "version": FORMAT_VERSION, "exportedAt": iso(now()),
-            "sessions": sess, "observations": obs, "memories": mems}
+    return {
+        "format": "engram-export",
+        "version": FORMAT_VERSION,
+        "exportedAt": iso(now()),
+        "sessions": sess,
+        "observations": obs,
+        "memories": mems,
+    }
 
 
 def _camel(name: str) -> str:
@@ -88,8 +106,11 @@ def _unrow(item: dict[str, Any], columns: Any, times: tuple[str, ...]) -> dict[s
 
 SECTIONS = ("sessions", "observations", "memories")
 """An export's lists, in the order they import: sessions first, so observations find theirs."""
-_REQUIRED = {"sessions": ("id", "project"), "observations": ("id", "eventId", "sessionId", "project"),
-             "memories": ("id", "content")}
+_REQUIRED = {
+    "sessions": ("id", "project"),
+    "observations": ("id", "eventId", "sessionId", "project"),
+    "memories": ("id", "content"),
+}
 
 
 def _missing(section: str, item: Any) -> list[str]:
@@ -168,8 +189,11 @@ class ExportFile:
                     yield {**head, section: batch}, strategy if not sent else _after(strategy), size
                     sent, batch = True, []
             if batch:
-                yield ({**head, section: batch}, strategy if not sent else _after(strategy),
-                       len(batch))
+                yield (
+                    {**head, section: batch},
+                    strategy if not sent else _after(strategy),
+                    len(batch),
+                )
                 sent = True
         if not sent:
             yield dict(head), strategy, 0
@@ -234,8 +258,13 @@ batch (100k import), 139 ms with 10, 84 ms with 10 once live writers went first,
 (10k import) and 71 ms with 5 over a 100k import."""
 
 
-def import_(store: Store, document: dict[str, Any], strategy: str,
-            actor: str = "api", batch: int = IMPORT_BATCH) -> dict[str, int]:
+def import_(
+    store: Store,
+    document: dict[str, Any],
+    strategy: str,
+    actor: str = "api",
+    batch: int = IMPORT_BATCH,
+) -> dict[str, int]:
     """Import in bounded transactions of ``batch`` items. The whole document is validated first,
     so a malformed one changes nothing; a failure part-way (the store went away) leaves the
     batches before it imported, and importing the same document again completes it (items are
@@ -247,13 +276,15 @@ def import_(store: Store, document: dict[str, Any], strategy: str,
         with store.write() as conn:
             _empty(store, conn)
         per_item = "merge"  # the store is empty now: every item is new
-    steps = ((_import_session, document.get("sessions", [])),
-             (_import_observation, document.get("observations", [])),
-             (_import_memory, document.get("memories", [])))
+    steps = (
+        (_import_session, document.get("sessions", [])),
+        (_import_observation, document.get("observations", [])),
+        (_import_memory, document.get("memories", [])),
+    )
     for step, items in steps:
         for start in range(0, len(items), batch):
             with store.write(background=True) as conn:
-                for item in items[start:start + batch]:
+                for item in items[start : start + batch]:
                     step(store, conn, item, per_item, counts)
     with store.write() as conn:
         audit.record(conn, actor, "import", "store", strategy, counts)
@@ -269,8 +300,9 @@ def _empty(store: Store, conn: Connection) -> None:
     conn.execute(delete(event_ledger).where(event_ledger.c.state == "stored"))
 
 
-def _import_session(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
-                    counts: dict[str, int]) -> None:
+def _import_session(
+    store: Store, conn: Connection, item: dict[str, Any], strategy: str, counts: dict[str, int]
+) -> None:
     values = _unrow(item, sessions.c, ("started_at", "ended_at"))
     values.setdefault("status", "ended")
     values.setdefault("started_at", now())
@@ -282,14 +314,23 @@ def _import_session(store: Store, conn: Connection, item: dict[str, Any], strate
     else:
         counts["skipped"] += 1
     if values.get("summary"):
-        store.keyword.upsert(conn, KeywordDoc(
-            doc_id=f"sum_{values['id']}"[:64], kind="summary", project=values["project"],
-            body=values["summary"], created_at=values.get("ended_at") or now(),
-            agent_id=values.get("agent_id"), session_id=values["id"]))
+        store.keyword.upsert(
+            conn,
+            KeywordDoc(
+                doc_id=f"sum_{values['id']}"[:64],
+                kind="summary",
+                project=values["project"],
+                body=values["summary"],
+                created_at=values.get("ended_at") or now(),
+                agent_id=values.get("agent_id"),
+                session_id=values["id"],
+            ),
+        )
 
 
-def _import_observation(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
-                        counts: dict[str, int]) -> None:
+def _import_observation(
+    store: Store, conn: Connection, item: dict[str, Any], strategy: str, counts: dict[str, int]
+) -> None:
     values = _unrow(item, observations.c, ("created_at", "stored_at"))
     values.setdefault("created_at", now())
     values.setdefault("stored_at", now())
@@ -298,30 +339,54 @@ def _import_observation(store: Store, conn: Connection, item: dict[str, Any], st
     values.setdefault("kind", "note")
     values.setdefault("title", str(values.get("text", ""))[:120])
     values.setdefault("text", values["title"])
-    insert_ignore(conn, sessions, {"id": values["session_id"], "project": values["project"],
-                                   "status": "ended", "started_at": values["created_at"]})
+    insert_ignore(
+        conn,
+        sessions,
+        {
+            "id": values["session_id"],
+            "project": values["project"],
+            "status": "ended",
+            "started_at": values["created_at"],
+        },
+    )
     if insert_ignore(conn, observations, values):
         counts["observations"] += 1
     elif strategy == "merge":
-        conn.execute(update(observations).where(observations.c.id == values["id"])
-                     .values(**values))
+        conn.execute(update(observations).where(observations.c.id == values["id"]).values(**values))
         counts["updated"] += 1
     else:
         counts["skipped"] += 1
         return
-    insert_ignore(conn, event_ledger, {
-        "event_id": values["event_id"], "observation_id": values["id"],
-        "session_id": values["session_id"], "state": "stored", "accepted_at": now(),
-        "stored_at": now()})
+    insert_ignore(
+        conn,
+        event_ledger,
+        {
+            "event_id": values["event_id"],
+            "observation_id": values["id"],
+            "session_id": values["session_id"],
+            "state": "stored",
+            "accepted_at": now(),
+            "stored_at": now(),
+        },
+    )
     files = " ".join(loads(values.get("files_read"), []) + loads(values.get("files_modified"), []))
-    store.keyword.upsert(conn, KeywordDoc(
-        doc_id=values["id"], kind="observation", project=values["project"],
-        body=f"{values['text']}\n{files}".strip(), created_at=values["created_at"],
-        agent_id=values.get("agent_id"), session_id=values["session_id"]))
+    store.keyword.upsert(
+        conn,
+        KeywordDoc(
+            doc_id=values["id"],
+            kind="observation",
+            project=values["project"],
+            body=f"{values['text']}\n{files}".strip(),
+            created_at=values["created_at"],
+            agent_id=values.get("agent_id"),
+            session_id=values["session_id"],
+        ),
+    )
 
 
-def _import_memory(store: Store, conn: Connection, item: dict[str, Any], strategy: str,
-                   counts: dict[str, int]) -> None:
+def _import_memory(
+    store: Store, conn: Connection, item: dict[str, Any], strategy: str, counts: dict[str, int]
+) -> None:
     values = _unrow(item, memories.c, ("created_at", "updated_at", "forgotten_at"))
     values.pop("forgotten_at", None)
     values.setdefault("project", "")
@@ -333,29 +398,52 @@ def _import_memory(store: Store, conn: Connection, item: dict[str, Any], strateg
         values["version"] = max([int(v.get("version", 1)) for v in versions] or [1])
         conn.execute(insert(memories).values(**values))
         for v in versions or [{"version": 1, "content": values["content"]}]:
-            conn.execute(insert(memory_versions).values(
-                memory_id=values["id"], version=int(v.get("version", 1)),
-                content=scrub(v["content"]),
-                created_at=parse_timestamp(v["createdAt"]) if v.get("createdAt") else now(),
-                superseded_at=parse_timestamp(v["supersededAt"]) if v.get("supersededAt") else None,
-            ))
+            conn.execute(
+                insert(memory_versions).values(
+                    memory_id=values["id"],
+                    version=int(v.get("version", 1)),
+                    content=scrub(v["content"]),
+                    created_at=parse_timestamp(v["createdAt"]) if v.get("createdAt") else now(),
+                    superseded_at=parse_timestamp(v["supersededAt"])
+                    if v.get("supersededAt")
+                    else None,
+                )
+            )
         counts["memories"] += 1
     elif strategy == "merge" and existing.content != values["content"]:
         version = existing.version + 1
-        conn.execute(update(memory_versions).where(
-            memory_versions.c.memory_id == existing.id,
-            memory_versions.c.version == existing.version).values(superseded_at=now()))
-        conn.execute(insert(memory_versions).values(
-            memory_id=existing.id, version=version, content=values["content"], created_at=now()))
-        conn.execute(update(memories).where(memories.c.id == existing.id).values(
-            content=values["content"], version=version, updated_at=now(), forgotten_at=None))
+        conn.execute(
+            update(memory_versions)
+            .where(
+                memory_versions.c.memory_id == existing.id,
+                memory_versions.c.version == existing.version,
+            )
+            .values(superseded_at=now())
+        )
+        conn.execute(
+            insert(memory_versions).values(
+                memory_id=existing.id, version=version, content=values["content"], created_at=now()
+            )
+        )
+        conn.execute(
+            update(memories)
+            .where(memories.c.id == existing.id)
+            .values(content=values["content"], version=version, updated_at=now(), forgotten_at=None)
+        )
         counts["updated"] += 1
     else:
         counts["skipped"] += 1
         return
     row = conn.execute(select(memories).where(memories.c.id == values["id"])).one()
     concepts = loads(row.concepts, [])
-    store.keyword.upsert(conn, KeywordDoc(
-        doc_id=row.id, kind="memory", project=row.project,
-        body=f"{row.content}\n{' '.join(concepts)}".strip(), created_at=row.updated_at,
-        agent_id=row.agent_id))
+    store.keyword.upsert(
+        conn,
+        KeywordDoc(
+            doc_id=row.id,
+            kind="memory",
+            project=row.project,
+            body=f"{row.content}\n{' '.join(concepts)}".strip(),
+            created_at=row.updated_at,
+            agent_id=row.agent_id,
+        ),
+    )

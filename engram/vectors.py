@@ -91,21 +91,25 @@ def chroma_client(settings: Settings) -> Any:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
     except ImportError as exc:
-        raise VectorsUnavailable(f"chromadb is not installed ({exc}); "
-                                 "run `pip install chromadb`") from None
+        raise VectorsUnavailable(
+            f"chromadb is not installed ({exc}); run `pip install chromadb`"
+        ) from None
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     if settings.chroma_url:
         url = urlsplit(settings.chroma_url)
         try:
             client = chromadb.HttpClient(
-                host=url.hostname or "127.0.0.1", port=url.port or (443 if url.scheme == "https"
-                                                                    else 8000),
-                ssl=url.scheme == "https", settings=chroma_settings)
+                host=url.hostname or "127.0.0.1",
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=chroma_settings,
+            )
             client.heartbeat()
         except Exception as exc:  # noqa: BLE001 - any client failure means "no server there"
             raise VectorsUnavailable(
                 f"cannot reach the Chroma server at {settings.chroma_url} ({exc}); start it "
-                "(`chroma run --path DIR --port N`) or unset ENGRAM_CHROMA_URL") from None
+                "(`chroma run --path DIR --port N`) or unset ENGRAM_CHROMA_URL"
+            ) from None
         return client
     path = settings.data_dir / "chroma"
     path.mkdir(parents=True, exist_ok=True)
@@ -144,8 +148,10 @@ class VectorIndex:
         self.embedder = embedder
         self.name = collection_name(embedder)
         self.registry = client.get_or_create_collection(
-            self.name, metadata={"model": embedder.name, "dim": embedder.dim},
-            embedding_function=None)
+            self.name,
+            metadata={"model": embedder.name, "dim": embedder.dim},
+            embedding_function=None,
+        )
         self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -157,8 +163,14 @@ class VectorIndex:
             name = f"{self.name}-p{_project_key(project)}"
             if create:
                 found = self.client.get_or_create_collection(
-                    name, metadata={"hnsw:space": "cosine", "project": project,
-                                    "model": self.embedder.name}, embedding_function=None)
+                    name,
+                    metadata={
+                        "hnsw:space": "cosine",
+                        "project": project,
+                        "model": self.embedder.name,
+                    },
+                    embedding_function=None,
+                )
             else:
                 try:
                     found = self.client.get_collection(name, embedding_function=None)
@@ -170,8 +182,11 @@ class VectorIndex:
     def _project_collections(self) -> list[Any]:
         prefix = f"{self.name}-p"
         names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
-        return [self.client.get_collection(n, embedding_function=None)
-                for n in names if n.startswith(prefix)]
+        return [
+            self.client.get_collection(n, embedding_function=None)
+            for n in names
+            if n.startswith(prefix)
+        ]
 
     # -- keeping up with the store --------------------------------------------------------
 
@@ -210,10 +225,18 @@ class VectorIndex:
                 collection = self._collection(project, create=True)
                 assert collection is not None  # create=True always gives one
                 collection.upsert(
-                    ids=[upserts[i].doc_id for i in rows], embeddings=[vectors[i] for i in rows],
-                    metadatas=[{"agent": upserts[i].agent_id or NONE, "kind": upserts[i].kind,
-                                "session": upserts[i].session_id or NONE,
-                                "created": upserts[i].created_at} for i in rows])
+                    ids=[upserts[i].doc_id for i in rows],
+                    embeddings=[vectors[i] for i in rows],
+                    metadatas=[
+                        {
+                            "agent": upserts[i].agent_id or NONE,
+                            "kind": upserts[i].kind,
+                            "session": upserts[i].session_id or NONE,
+                            "created": upserts[i].created_at,
+                        }
+                        for i in rows
+                    ],
+                )
         for project in {doc.project for doc in dropped}:
             self.forget(project, [doc.doc_id for doc in dropped if doc.project == project])
         if deletes:
@@ -237,15 +260,23 @@ class VectorIndex:
         vectors = embed_query([query]) if callable(embed_query) else self.embedder.embed([query])
         return list(vectors[0])
 
-    def search(self, query: str, scope: Scope, limit: int,
-               kinds: Sequence[str] | None = None,
-               vector: Sequence[float] | None = None) -> list[KeywordHit]:
+    def search(
+        self,
+        query: str,
+        scope: Scope,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> list[KeywordHit]:
         """Nearest documents in scope, best first; score = cosine similarity."""
         if scope.all_projects:
             collections = self._project_collections()
         else:
-            collections = [c for c in (self._collection(p, create=False)
-                                       for p in scope.projects()) if c is not None]
+            collections = [
+                c
+                for c in (self._collection(p, create=False) for p in scope.projects())
+                if c is not None
+            ]
         if not collections:
             return []
         if vector is None:
@@ -253,15 +284,24 @@ class VectorIndex:
         where = _where(scope, kinds)
         hits: list[KeywordHit] = []
         for collection in collections:
-            result = collection.query(query_embeddings=[list(vector)], n_results=limit,
-                                      where=where, include=["metadatas", "distances"])
+            result = collection.query(
+                query_embeddings=[list(vector)],
+                n_results=limit,
+                where=where,
+                include=["metadatas", "distances"],
+            )
             ids = result["ids"][0] if result["ids"] else []
             metas = (result.get("metadatas") or [[]])[0] or []
             dists = (result.get("distances") or [[]])[0] or []
-            hits.extend(KeywordHit(doc_id=doc_id, kind=str(meta.get("kind", "observation")),
-                                   session_id=str(meta.get("session") or "") or None,
-                                   score=1.0 - float(dist))
-                        for doc_id, meta, dist in zip(ids, metas, dists, strict=True))
+            hits.extend(
+                KeywordHit(
+                    doc_id=doc_id,
+                    kind=str(meta.get("kind", "observation")),
+                    session_id=str(meta.get("session") or "") or None,
+                    score=1.0 - float(dist),
+                )
+                for doc_id, meta, dist in zip(ids, metas, dists, strict=True)
+            )
         hits.sort(key=lambda h: -h.score)
         return hits[:limit]
 
@@ -309,9 +349,11 @@ class Vectors:
         from engram.embedders.factory import embedder_from_settings
 
         if self.settings.broker_url and not self.settings.chroma_url:
-            self.problem = ("vectors need a Chroma server when the gateway and the workers are "
-                            "separate processes: set ENGRAM_CHROMA_URL (e.g. `chroma run --path "
-                            "DIR --port 8001` and ENGRAM_CHROMA_URL=http://127.0.0.1:8001)")
+            self.problem = (
+                "vectors need a Chroma server when the gateway and the workers are "
+                "separate processes: set ENGRAM_CHROMA_URL (e.g. `chroma run --path "
+                "DIR --port 8001` and ENGRAM_CHROMA_URL=http://127.0.0.1:8001)"
+            )
             log.warning("vector search off: %s", self.problem)
             return
         try:
@@ -339,8 +381,10 @@ class Vectors:
     def status(self) -> dict[str, Any]:
         report: dict[str, Any] = {"enabled": self.enabled, "embedder": self.settings.embedder}
         if not self.enabled:
-            report["hint"] = ("set ENGRAM_EMBEDDER=local (offline) or openai to add the vector "
-                              "stream to hybrid search")
+            report["hint"] = (
+                "set ENGRAM_EMBEDDER=local (offline) or openai to add the vector "
+                "stream to hybrid search"
+            )
             return report
         index = self.index()
         with self.store.read() as conn:
@@ -360,10 +404,18 @@ class Vectors:
             return report
         # progress by what is left to drain: with ENGRAM_VECTOR_MAX_OBSERVATIONS the index
         # holds fewer documents than the store by design
-        report.update({"collection": index.name, "model": index.embedder.name,
-                       "dim": index.embedder.dim, "indexed": indexed, "documents": total,
-                       "keepObservations": self.settings.vector_max_observations or None,
-                       "backfill": {"done": pending == 0,
-                                    "progress": round(1 - min(pending, total) / total, 4)
-                                    if total else 1.0}})
+        report.update(
+            {
+                "collection": index.name,
+                "model": index.embedder.name,
+                "dim": index.embedder.dim,
+                "indexed": indexed,
+                "documents": total,
+                "keepObservations": self.settings.vector_max_observations or None,
+                "backfill": {
+                    "done": pending == 0,
+                    "progress": round(1 - min(pending, total) / total, 4) if total else 1.0,
+                },
+            }
+        )
         return report

@@ -42,15 +42,18 @@ class Unreachable(Exception):
         self.refused = refused
 
 
-def derived_event_id(session_id: str | None, hook: str, when: float | None, content: list[Any]) -> str:
+def derived_event_id(
+    session_id: str | None, hook: str, when: float | None, content: list[Any]
+) -> str:
     """The eventId of an event that came without one (the hook's, when its host gives no call or
     turn id; the gateway's, when a client sends none): ``derived:`` + a hash of the session,
     the hook, the time and the content, so a replay is the same event and two real calls with
     the same content at different times are not."""
     import json
 
-    material = json.dumps([session_id, hook, when, content], sort_keys=True, default=str,
-                          ensure_ascii=False)
+    material = json.dumps(
+        [session_id, hook, when, content], sort_keys=True, default=str, ensure_ascii=False
+    )
     return "derived:" + sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
@@ -76,8 +79,12 @@ def is_transient(status: int) -> bool:
     return status == 0 or status in (408, 425, 429) or status >= 500
 
 
-def error_body(code: str, message: str, details: dict[str, Any] | None = None,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = dict(extra or {})
     error: dict[str, Any] = {"code": code, "message": message}
     if details:
@@ -93,8 +100,11 @@ def error_parts(body: Any) -> tuple[str, str, dict[str, Any]]:
         return "", "", {}
     details = error.get("details")
     fields = details.get("fields") if isinstance(details, dict) else None
-    return (str(error.get("code") or ""), str(error.get("message") or ""),
-            fields if isinstance(fields, dict) else {})
+    return (
+        str(error.get("code") or ""),
+        str(error.get("message") or ""),
+        fields if isinstance(fields, dict) else {},
+    )
 
 
 def error_message(status: int, body: Any) -> str:

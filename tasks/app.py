@@ -17,7 +17,11 @@ from engram.memory import process_memory
 from engram.settings import Settings
 
 CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE = (
-    "capture", "maintenance", "embed", "graph")
+    "capture",
+    "maintenance",
+    "embed",
+    "graph",
+)
 LEGACY_QUEUES = ("observe", "summarize")
 """Queue names before capture and derived work were split: a worker still drains them, so tasks an
 older gateway queued are not stranded by an upgrade."""
@@ -28,8 +32,15 @@ MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
 
-celery_app = Celery("engram", include=["engram.tasks.capture", "engram.tasks.sweeper",
-                                       "engram.tasks.embed", "engram.tasks.graph"])
+celery_app = Celery(
+    "engram",
+    include=[
+        "engram.tasks.capture",
+        "engram.tasks.sweeper",
+        "engram.tasks.embed",
+        "engram.tasks.graph",
+    ],
+)
 
 
 def configure(settings: Settings) -> Celery:
@@ -44,8 +55,9 @@ def configure(settings: Settings) -> Celery:
         transport = {
             # Longer than the longest retry countdown: Redis re-delivers an ETA task a worker
             # holds past the visibility timeout, which would run the retry twice.
-            "visibility_timeout": int(max(settings.inbox_lease_seconds,
-                                          settings.retry_max_seconds) + 60),
+            "visibility_timeout": int(
+                max(settings.inbox_lease_seconds, settings.retry_max_seconds) + 60
+            ),
             "unacked_restore_interval": 5,
             "unacked_restore_throttle": 1,
             "socket_connect_timeout": 2,
@@ -78,14 +90,17 @@ def configure(settings: Settings) -> Celery:
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.
         task_publish_retry=True,
-        task_publish_retry_policy={"max_retries": 1, "interval_start": 0,
-                                   "interval_step": 0.2, "interval_max": 0.2},
+        task_publish_retry_policy={
+            "max_retries": 1,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        },
         beat_schedule={
             "sweep-capture-inbox": {
                 "task": SWEEP_TASK,
                 "schedule": settings.sweep_interval_seconds,
-                "options": {"queue": MAINTENANCE_QUEUE,
-                            "expires": settings.sweep_interval_seconds},
+                "options": {"queue": MAINTENANCE_QUEUE, "expires": settings.sweep_interval_seconds},
             },
         },
         beat_schedule_filename=str(settings.data_dir / "beat-schedule"),

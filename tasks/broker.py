@@ -148,8 +148,11 @@ def _redis_client(app: Celery) -> Any | None:
     import redis
 
     options = app.conf.broker_transport_options or {}
-    return redis.Redis.from_url(url, socket_timeout=options.get("socket_timeout", 5),
-                                socket_connect_timeout=options.get("socket_connect_timeout", 2))
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=options.get("socket_timeout", 5),
+        socket_connect_timeout=options.get("socket_connect_timeout", 2),
+    )
 
 
 def redis_broker(app: Celery) -> RedisBroker | None:
@@ -177,8 +180,9 @@ class SingleFlight:
         """True when the caller should send ``task`` (no other is queued)."""
         if self.client is None:
             return True
-        return bool(self.client.set(QUEUED_KEY.format(task=task), "1", nx=True,
-                                    ex=QUEUED_TTL_SECONDS))
+        return bool(
+            self.client.set(QUEUED_KEY.format(task=task), "1", nx=True, ex=QUEUED_TTL_SECONDS)
+        )
 
     def claimed(self, task: str) -> bool:
         """Whether a ``task`` is marked as queued."""

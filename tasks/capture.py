@@ -33,15 +33,28 @@ def observe(self: Task, event_id: str) -> str:
             observations.store(conn, store.keyword, claim.event, compressed)
     except Exception as exc:  # noqa: BLE001 - a task body: every failure is retried or dead-lettered
         error = f"{type(exc).__name__}: {exc}"
-        delay = inbox.fail(store, event_id, error, claim.attempts, settings.task_max_attempts,
-                           settings.retry_base_seconds, settings.retry_max_seconds)
+        delay = inbox.fail(
+            store,
+            event_id,
+            error,
+            claim.attempts,
+            settings.task_max_attempts,
+            settings.retry_base_seconds,
+            settings.retry_max_seconds,
+        )
         if delay is None:
-            log.error("event %s is a dead letter after %d attempts: %s",
-                      event_id, claim.attempts, error)
+            log.error(
+                "event %s is a dead letter after %d attempts: %s", event_id, claim.attempts, error
+            )
             _summarize_if_due(claim.event.session_id)
             return "dead"
-        log.warning("event %s attempt %d failed (%s); retrying in %.1fs",
-                    event_id, claim.attempts, error, delay)
+        log.warning(
+            "event %s attempt %d failed (%s); retrying in %.1fs",
+            event_id,
+            claim.attempts,
+            error,
+            delay,
+        )
         raise self.retry(countdown=delay, exc=exc) from exc
     dispatch.kick_derived()
     _summarize_if_due(claim.event.session_id)

@@ -59,8 +59,9 @@ def broker_probe(settings: Settings) -> Callable[[], str | None]:
     return probe
 
 
-def worker_probe(settings: Settings, embedded_alive: Callable[[], bool] | None
-                 ) -> Callable[[], dict[str, Any]]:
+def worker_probe(
+    settings: Settings, embedded_alive: Callable[[], bool] | None
+) -> Callable[[], dict[str, Any]]:
     def probe() -> dict[str, Any]:
         if embedded_alive is not None:
             alive = embedded_alive()
@@ -68,12 +69,19 @@ def worker_probe(settings: Settings, embedded_alive: Callable[[], bool] | None
         from engram.tasks.app import celery_app
 
         try:
-            replies = celery_app.control.broadcast(
-                "engram_memory", reply=True, timeout=WORKER_PING_TIMEOUT) or []
+            replies = (
+                celery_app.control.broadcast(
+                    "engram_memory", reply=True, timeout=WORKER_PING_TIMEOUT
+                )
+                or []
+            )
         except (OperationalError, OSError) as exc:
             return {"alive": 0, "names": [], "error": str(exc)}
-        memory = {name: answer.get("processes", {}) if isinstance(answer, dict) else {}
-                  for reply in replies for name, answer in reply.items()}
+        memory = {
+            name: answer.get("processes", {}) if isinstance(answer, dict) else {}
+            for reply in replies
+            for name, answer in reply.items()
+        }
         names = sorted(memory)
         return {"alive": len(names), "names": names, "memory": memory}
 

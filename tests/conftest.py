@@ -22,8 +22,13 @@ REDIS_URL = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 def make_settings(tmp: Path, **env: str) -> Settings:
     # No embedder unless a test asks for one: loading it and Chroma in every test gateway
     # would only slow the suite (tests/test_vectors.py covers the vector stream).
-    environ = {"ENGRAM_DATA_DIR": str(tmp / "data"), "ENGRAM_CONFIG_DIR": str(tmp / "config"),
-               "ENGRAM_LOG_LEVEL": "WARNING", "ENGRAM_EMBEDDER": "none", **env}
+    environ = {
+        "ENGRAM_DATA_DIR": str(tmp / "data"),
+        "ENGRAM_CONFIG_DIR": str(tmp / "config"),
+        "ENGRAM_LOG_LEVEL": "WARNING",
+        "ENGRAM_EMBEDDER": "none",
+        **env,
+    }
     return load_settings(environ=environ)
 
 

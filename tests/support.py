@@ -27,8 +27,12 @@ ENGRAM = str(Path(sys.executable).parent / "engram")
 START_TIMEOUT = 30.0
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
-             message: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> Any:
     """Poll until ``predicate()`` is truthy; fail with ``message`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -69,10 +73,17 @@ class Api:
 
 
 def observe_body(project: str, session: str, n: int, **extra: Any) -> dict[str, Any]:
-    return {"eventId": f"{session}:{n}", "sessionId": session, "project": project,
-            "host": "claude-code", "hookType": "PostToolUse", "toolName": "Bash",
-            "toolInput": {"command": f"pytest tests/test_{n}.py"},
-            "toolOutput": {"stdout": f"event {n} marker{n}x passed", "exit_code": 0}, **extra}
+    return {
+        "eventId": f"{session}:{n}",
+        "sessionId": session,
+        "project": project,
+        "host": "claude-code",
+        "hookType": "PostToolUse",
+        "toolName": "Bash",
+        "toolInput": {"command": f"pytest tests/test_{n}.py"},
+        "toolOutput": {"stdout": f"event {n} marker{n}x passed", "exit_code": 0},
+        **extra,
+    }
 
 
 def count_rows(store: Store, table: Any) -> int:
@@ -121,8 +132,13 @@ class Proc:
         self.log = log
         self._log_handle = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
-            [ENGRAM, *args], env=env, stdout=self._log_handle, stderr=subprocess.STDOUT,
-            cwd=REPO, start_new_session=True)
+            [ENGRAM, *args],
+            env=env,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -153,9 +169,12 @@ class Cluster:
         self.port = free_port()
         self.env = {
             **os.environ,
-            "ENGRAM_DATA_DIR": str(tmp / "data"), "ENGRAM_CONFIG_DIR": str(tmp / "config"),
-            "ENGRAM_PORT": str(self.port), "ENGRAM_LOG_LEVEL": "INFO",
-            "ENGRAM_EMBEDDER": "none", **env,
+            "ENGRAM_DATA_DIR": str(tmp / "data"),
+            "ENGRAM_CONFIG_DIR": str(tmp / "config"),
+            "ENGRAM_PORT": str(self.port),
+            "ENGRAM_LOG_LEVEL": "INFO",
+            "ENGRAM_EMBEDDER": "none",
+            **env,
         }
         self.procs: list[Proc] = []
         self.url = f"http://127.0.0.1:{self.port}"
@@ -185,8 +204,12 @@ class Cluster:
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.secret}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.secret}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 return resp.status, json.loads(resp.read())
@@ -194,8 +217,9 @@ class Cluster:
             return exc.code, json.loads(exc.read() or b"null")
 
     def store(self) -> Store:
-        return Store.open(self.env.get("ENGRAM_DATABASE_URL")
-                          or f"sqlite:///{self.tmp / 'data' / 'engram.db'}")
+        return Store.open(
+            self.env.get("ENGRAM_DATABASE_URL") or f"sqlite:///{self.tmp / 'data' / 'engram.db'}"
+        )
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):

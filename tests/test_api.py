@@ -22,8 +22,9 @@ def test_livez_and_health_are_public(api: Api) -> None:
     assert health.status_code == 200 and health.get_json()["status"] == "ok"
 
 
-@pytest.mark.parametrize("path", ["/v1/status", "/v1/sessions?project=x", "/v1/export",
-                                  "/v1/audit", "/v1/capture"])
+@pytest.mark.parametrize(
+    "path", ["/v1/status", "/v1/sessions?project=x", "/v1/export", "/v1/audit", "/v1/capture"]
+)
 def test_everything_else_needs_the_bearer_secret(api: Api, path: str) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": api.secret}):
         response = api.client.get(path, headers=headers)
@@ -47,49 +48,75 @@ def test_allow_listed_origin_passes(tmp_path: Any) -> None:
     from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
-    gw = build_gateway(make_settings(tmp_path, ENGRAM_ALLOWED_ORIGINS="https://app.example"),
-                       start_worker=False)
+    gw = build_gateway(
+        make_settings(tmp_path, ENGRAM_ALLOWED_ORIGINS="https://app.example"), start_worker=False
+    )
     try:
         client = gw.app.test_client()
         auth = {"Authorization": f"Bearer {gw.secret}"}
         assert client.get("/v1/livez", headers={"Origin": "https://app.example"}).status_code == 200
-        assert client.get("/v1/status", headers={**auth, "Origin": "https://app.example/"}
-                          ).status_code == 200
-        assert client.get("/v1/status", headers={**auth, "Origin": "https://other.example"}
-                          ).status_code == 403
+        assert (
+            client.get("/v1/status", headers={**auth, "Origin": "https://app.example/"}).status_code
+            == 200
+        )
+        assert (
+            client.get(
+                "/v1/status", headers={**auth, "Origin": "https://other.example"}
+            ).status_code
+            == 403
+        )
         # CORS: a preflight needs no secret; real responses name the allowed origin
-        preflight = client.options("/v1/search", headers={
-            "Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+        preflight = client.options(
+            "/v1/search",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
+        )
         assert preflight.status_code == 204
         assert "Authorization" in preflight.headers["Access-Control-Allow-Headers"]
         response = client.get("/v1/status", headers={**auth, "Origin": "https://app.example"})
         assert response.headers["Access-Control-Allow-Origin"] == "https://app.example"
-        assert client.options("/v1/search", headers={
-            "Origin": "https://other.example", "Access-Control-Request-Method": "POST"}
-        ).status_code == 403
+        assert (
+            client.options(
+                "/v1/search",
+                headers={
+                    "Origin": "https://other.example",
+                    "Access-Control-Request-Method": "POST",
+                },
+            ).status_code
+            == 403
+        )
     finally:
         gw.close()
 
 
 def test_writes_must_be_json(api: Api) -> None:
-    response = api.client.post("/v1/memories", data="content=x", headers={
-        **api.headers, "Content-Type": "application/x-www-form-urlencoded"})
+    response = api.client.post(
+        "/v1/memories",
+        data="content=x",
+        headers={**api.headers, "Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert response.status_code == 415
-    assert response.get_json() == {"error": {"code": "unsupported_media_type",
-                                             "message": "request bodies must be application/json"}}
+    assert response.get_json() == {
+        "error": {
+            "code": "unsupported_media_type",
+            "message": "request bodies must be application/json",
+        }
+    }
 
 
-@pytest.mark.parametrize("method,path,status,code", [
-    ("GET", "/v1/nope", 404, "not_found"),
-    ("DELETE", "/v1/observe", 405, "method_not_allowed"),
-    ("GET", "/v1/memories/mem_missing", 404, "not_found"),
-    ("GET", "/v1/sessions?project=p&limit=0", 422, "validation_failed"),
-    ("GET", "/v1/sessions?project=p&limit=1001", 422, "validation_failed"),
-    ("GET", "/v1/sessions?project=p&cursor=garbage", 400, "bad_cursor"),
-    ("GET", "/v1/sessions", 422, "scope_required"),
-    ("GET", "/v1/audit?cursor=WyJ4Il0", 400, "bad_cursor"),  # ["x"]: right shape, wrong type
-    ("GET", "/v1/sessions?project=p&cursor=WyJ4IiwgMV0", 400, "bad_cursor"),  # ["x", 1]
-])
+@pytest.mark.parametrize(
+    "method,path,status,code",
+    [
+        ("GET", "/v1/nope", 404, "not_found"),
+        ("DELETE", "/v1/observe", 405, "method_not_allowed"),
+        ("GET", "/v1/memories/mem_missing", 404, "not_found"),
+        ("GET", "/v1/sessions?project=p&limit=0", 422, "validation_failed"),
+        ("GET", "/v1/sessions?project=p&limit=1001", 422, "validation_failed"),
+        ("GET", "/v1/sessions?project=p&cursor=garbage", 400, "bad_cursor"),
+        ("GET", "/v1/sessions", 422, "scope_required"),
+        ("GET", "/v1/audit?cursor=WyJ4Il0", 400, "bad_cursor"),  # ["x"]: right shape, wrong type
+        ("GET", "/v1/sessions?project=p&cursor=WyJ4IiwgMV0", 400, "bad_cursor"),  # ["x", 1]
+    ],
+)
 def test_one_error_shape(api: Api, method: str, path: str, status: int, code: str) -> None:
     got_status, body = api.call(method, path)
     assert got_status == status
@@ -106,8 +133,10 @@ def test_oversized_body_is_413(tmp_path: Any) -> None:
     gw = build_gateway(make_settings(tmp_path, ENGRAM_MAX_BODY_BYTES="1000"), start_worker=False)
     try:
         response = gw.app.test_client().post(
-            "/v1/observe", json={"prompt": "x" * 5000},
-            headers={"Authorization": f"Bearer {gw.secret}"})
+            "/v1/observe",
+            json={"prompt": "x" * 5000},
+            headers={"Authorization": f"Bearer {gw.secret}"},
+        )
         assert response.status_code == 413
         assert response.get_json()["error"]["code"] == "payload_too_large"
     finally:
@@ -145,29 +174,42 @@ def test_event_id_is_derived_when_missing(api: Api, project: str) -> None:
     assert status == 201 and other["eventId"] != first["eventId"]
 
 
-@pytest.mark.parametrize("raw,content_type", [("{not json", "application/json"),
-                                               ("[1, 2]", "application/json"),
-                                               ('"text"', "application/json")])
-def test_malformed_observe_is_400_and_writes_nothing(api: Api, raw: str,
-                                                     content_type: str) -> None:
+@pytest.mark.parametrize(
+    "raw,content_type",
+    [
+        ("{not json", "application/json"),
+        ("[1, 2]", "application/json"),
+        ('"text"', "application/json"),
+    ],
+)
+def test_malformed_observe_is_400_and_writes_nothing(api: Api, raw: str, content_type: str) -> None:
     api.wait_drained()
     before = (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox))
-    response = api.client.post("/v1/observe", data=raw, headers={
-        **api.headers, "Content-Type": content_type})
+    response = api.client.post(
+        "/v1/observe", data=raw, headers={**api.headers, "Content-Type": content_type}
+    )
     assert response.status_code == 400
     body = response.get_json()
     assert body["status"] == "rejected" and body["error"]["code"] == "malformed_json"
     assert (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox)) == before
 
 
-@pytest.mark.parametrize("patch,field", [
-    ({"sessionId": None}, "sessionId"), ({"project": ""}, "project"),
-    ({"hookType": 7}, "hookType"), ({"host": "x" * 65}, "host"),
-    ({"timestamp": "yesterday"}, "timestamp"), ({"prompt": ["a"]}, "prompt"),
-    ({"eventId": "a\nb"}, "eventId"), ({"sessionId": "../../etc/passwd\x00"}, "sessionId"),
-])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        ({"sessionId": None}, "sessionId"),
+        ({"project": ""}, "project"),
+        ({"hookType": 7}, "hookType"),
+        ({"host": "x" * 65}, "host"),
+        ({"timestamp": "yesterday"}, "timestamp"),
+        ({"prompt": ["a"]}, "prompt"),
+        ({"eventId": "a\nb"}, "eventId"),
+        ({"sessionId": "../../etc/passwd\x00"}, "sessionId"),
+    ],
+)
 def test_invalid_observe_is_422_with_field_errors_and_writes_nothing(
-        api: Api, project: str, patch: dict[str, Any], field: str) -> None:
+    api: Api, project: str, patch: dict[str, Any], field: str
+) -> None:
     api.wait_drained()
     before = (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox))
     body = {**observe_body(project, "s-invalid", 1), **patch}
@@ -186,8 +228,13 @@ def test_secrets_never_reach_the_store(api: Api, project: str) -> None:
     assert api.post("/v1/observe", body)[0] == 201
     api.wait_drained()
     with api.store.read() as conn:
-        dump = " ".join(str(v) for row in conn.execute(
-            text("SELECT * FROM observations WHERE session_id = 's-secret'")) for v in row)
+        dump = " ".join(
+            str(v)
+            for row in conn.execute(
+                text("SELECT * FROM observations WHERE session_id = 's-secret'")
+            )
+            for v in row
+        )
         fts = " ".join(str(r[0]) for r in conn.execute(text("SELECT body FROM kw_fts")))
     assert dump and token not in dump and "hunter2hunter2" not in dump
     assert token not in fts
@@ -195,8 +242,9 @@ def test_secrets_never_reach_the_store(api: Api, project: str) -> None:
     assert token not in str(exported)
 
 
-def test_store_failure_answers_503_retryable_and_writes_nothing(tmp_path: Any,
-                                                                project: str) -> None:
+def test_store_failure_answers_503_retryable_and_writes_nothing(
+    tmp_path: Any, project: str
+) -> None:
     from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
@@ -205,8 +253,9 @@ def test_store_failure_answers_503_retryable_and_writes_nothing(tmp_path: Any,
     try:
         with gw.store.write() as conn:
             conn.execute(text("ALTER TABLE capture_inbox RENAME TO capture_inbox_away"))
-        response = api.client.post("/v1/observe", json=observe_body(project, "s-down", 1),
-                                   headers=api.headers)
+        response = api.client.post(
+            "/v1/observe", json=observe_body(project, "s-down", 1), headers=api.headers
+        )
         assert response.status_code == 503 and response.headers["Retry-After"]
         body = response.get_json()
         assert body["retryable"] is True and body["error"]["code"] == "store_unavailable"
@@ -216,26 +265,35 @@ def test_store_failure_answers_503_retryable_and_writes_nothing(tmp_path: Any,
 
 
 def test_failing_processing_retries_then_dead_letters_and_can_be_retried(
-        tmp_path: Any, project: str) -> None:
+    tmp_path: Any, project: str
+) -> None:
     """A real failure (the observations table is gone) goes retrying (202 on replay), then dead
     (visible in status), and a manual retry after the fix stores it exactly once."""
     from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
-    gw = build_gateway(make_settings(
-        tmp_path, ENGRAM_TASK_MAX_ATTEMPTS="3", ENGRAM_RETRY_BASE_SECONDS="0.3",
-        ENGRAM_RETRY_MAX_SECONDS="1", ENGRAM_SWEEP_INTERVAL_SECONDS="60"))
+    gw = build_gateway(
+        make_settings(
+            tmp_path,
+            ENGRAM_TASK_MAX_ATTEMPTS="3",
+            ENGRAM_RETRY_BASE_SECONDS="0.3",
+            ENGRAM_RETRY_MAX_SECONDS="1",
+            ENGRAM_SWEEP_INTERVAL_SECONDS="60",
+        )
+    )
     api = Api(gw.app.test_client(), gw.secret, gw.store)
     try:
         with gw.store.write() as conn:
             conn.execute(text("ALTER TABLE observations RENAME TO observations_away"))
         body = observe_body(project, "s-fail", 1)
         assert api.post("/v1/observe", body)[0] == 201
-        status, replay = wait_for(lambda: (lambda r: r if r[0] == 202 else None)(
-            api.post("/v1/observe", body)), 10, message="retrying state")
+        status, replay = wait_for(
+            lambda: (lambda r: r if r[0] == 202 else None)(api.post("/v1/observe", body)),
+            10,
+            message="retrying state",
+        )
         assert replay["state"] == "retrying" and replay["status"] == "accepted"
-        wait_for(lambda: api.get("/v1/capture?state=dead")[1]["items"], 15,
-                 message="dead letter")
+        wait_for(lambda: api.get("/v1/capture?state=dead")[1]["items"], 15, message="dead letter")
         dead = api.get("/v1/capture?state=dead")[1]["items"][0]
         assert dead["eventId"] == body["eventId"] and dead["attempts"] == 3
         assert "observations" in dead["lastError"]
@@ -243,8 +301,9 @@ def test_failing_processing_retries_then_dead_letters_and_can_be_retried(
             conn.execute(text("ALTER TABLE observations_away RENAME TO observations"))
         status, report = api.get("/v1/status")
         assert report["deadLetters"] == 1 and not report["ok"]
-        assert any(p["component"] == "capture" and "dead" in p["problem"]
-                   for p in report["problems"])
+        assert any(
+            p["component"] == "capture" and "dead" in p["problem"] for p in report["problems"]
+        )
         assert api.post("/v1/capture/retry", {"eventId": "nope"})[0] == 404
         status, retried = api.post("/v1/capture/retry", {"all": True})
         assert status == 200 and retried["eventIds"] == [body["eventId"]]
@@ -296,33 +355,67 @@ def test_forgotten_observation_stays_a_duplicate(api: Api, project: str) -> None
 # --- sessions, search, context ---------------------------------------------------------------
 
 
-def _session(api: Api, project: str, session: str, prompt: str,
-             tools: list[tuple[str, dict[str, Any], Any]]) -> None:
-    assert api.post("/v1/sessions", {"sessionId": session, "project": project,
-                                     "host": "claude-code"})[0] in (200, 201)
-    api.post("/v1/observe", {"eventId": f"{session}:p", "sessionId": session,
-                             "project": project, "host": "claude-code",
-                             "hookType": "UserPromptSubmit", "prompt": prompt})
+def _session(
+    api: Api, project: str, session: str, prompt: str, tools: list[tuple[str, dict[str, Any], Any]]
+) -> None:
+    assert api.post(
+        "/v1/sessions", {"sessionId": session, "project": project, "host": "claude-code"}
+    )[0] in (200, 201)
+    api.post(
+        "/v1/observe",
+        {
+            "eventId": f"{session}:p",
+            "sessionId": session,
+            "project": project,
+            "host": "claude-code",
+            "hookType": "UserPromptSubmit",
+            "prompt": prompt,
+        },
+    )
     for n, (tool, tool_input, output) in enumerate(tools):
-        api.post("/v1/observe", {"eventId": f"{session}:{n}", "sessionId": session,
-                                 "project": project, "host": "claude-code",
-                                 "hookType": "PostToolUse", "toolName": tool,
-                                 "toolInput": tool_input, "toolOutput": output})
+        api.post(
+            "/v1/observe",
+            {
+                "eventId": f"{session}:{n}",
+                "sessionId": session,
+                "project": project,
+                "host": "claude-code",
+                "hookType": "PostToolUse",
+                "toolName": tool,
+                "toolInput": tool_input,
+                "toolOutput": output,
+            },
+        )
 
 
 def test_session_lifecycle_with_summary(api: Api, project: str) -> None:
-    _session(api, project, "s-life", "fix the flaky checkout test", [
-        ("Read", {"file_path": "src/checkout.py"}, "def pay(): ..."),
-        ("Bash", {"command": "pytest tests/test_checkout.py"},
-         {"stdout": "FAILED test_pay - AssertionError", "exit_code": 1}),
-        ("Edit", {"file_path": "src/checkout.py", "old_string": "a", "new_string": "b"}, "ok"),
-        ("Bash", {"command": "pytest tests/test_checkout.py"},
-         {"stdout": "4 passed", "exit_code": 0}),
-    ])
+    _session(
+        api,
+        project,
+        "s-life",
+        "fix the flaky checkout test",
+        [
+            ("Read", {"file_path": "src/checkout.py"}, "def pay(): ..."),
+            (
+                "Bash",
+                {"command": "pytest tests/test_checkout.py"},
+                {"stdout": "FAILED test_pay - AssertionError", "exit_code": 1},
+            ),
+            ("Edit", {"file_path": "src/checkout.py", "old_string": "a", "new_string": "b"}, "ok"),
+            (
+                "Bash",
+                {"command": "pytest tests/test_checkout.py"},
+                {"stdout": "4 passed", "exit_code": 0},
+            ),
+        ],
+    )
     status, ended = api.post("/v1/sessions/s-life/end")
     assert status == 200 and ended["session"]["status"] == "ended"
-    session = wait_for(lambda: api.get("/v1/sessions/s-life")[1]["summary"] and
-                       api.get("/v1/sessions/s-life")[1], 15, message="summary")
+    session = wait_for(
+        lambda: api.get("/v1/sessions/s-life")[1]["summary"] and api.get("/v1/sessions/s-life")[1],
+        15,
+        message="summary",
+    )
     assert "checkout" in session["summary"]
     assert "src/checkout.py" in session["summaryData"]["filesChanged"]
     listed = api.get(f"/v1/sessions?project={project}")[1]
@@ -333,8 +426,9 @@ def test_session_lifecycle_with_summary(api: Api, project: str) -> None:
     assert api.get("/v1/sessions/s-life/observations?project=elsewhere")[0] == 404
     timeline = api.get("/v1/sessions/s-life/observations")[1]["items"]
     assert [o["kind"] for o in timeline] == ["prompt", "read", "command", "edit", "command"]
-    hits = api.post("/v1/search", {"query": "checkout test summary", "project": project,
-                                   "kinds": ["summary"]})[1]["items"]
+    hits = api.post(
+        "/v1/search", {"query": "checkout test summary", "project": project, "kinds": ["summary"]}
+    )[1]["items"]
     assert hits and hits[0]["kind"] == "summary" and hits[0]["sessionId"] == "s-life"
     assert api.post("/v1/sessions/nope/end")[0] == 404
 
@@ -358,18 +452,31 @@ def test_timeline_paginates_with_cursor(api: Api, project: str) -> None:
 
 def test_search_is_scoped_by_project_and_agent(api: Api, project: str) -> None:
     other = project + "-other"
-    for proj, session, agent in ((project, "s-a1", "alice"), (other, "s-b1", "alice"),
-                                 (project, "s-a2", "bob")):
-        api.post("/v1/observe", {"eventId": f"{session}:1", "sessionId": session,
-                                 "project": proj, "host": "codex", "hookType": "PostToolUse",
-                                 "toolName": "Bash", "agentId": agent,
-                                 "toolInput": {"command": "make deploy-widget"},
-                                 "toolOutput": "widget deployed"})
+    for proj, session, agent in (
+        (project, "s-a1", "alice"),
+        (other, "s-b1", "alice"),
+        (project, "s-a2", "bob"),
+    ):
+        api.post(
+            "/v1/observe",
+            {
+                "eventId": f"{session}:1",
+                "sessionId": session,
+                "project": proj,
+                "host": "codex",
+                "hookType": "PostToolUse",
+                "toolName": "Bash",
+                "agentId": agent,
+                "toolInput": {"command": "make deploy-widget"},
+                "toolOutput": "widget deployed",
+            },
+        )
     api.wait_drained()
     hits = api.post("/v1/search", {"query": "deploy widget", "project": project})[1]["items"]
     assert {h["sessionId"] for h in hits} == {"s-a1", "s-a2"}
-    hits = api.post("/v1/search", {"query": "deploy widget", "project": project,
-                                   "agentId": "alice"})[1]["items"]
+    hits = api.post(
+        "/v1/search", {"query": "deploy widget", "project": project, "agentId": "alice"}
+    )[1]["items"]
     assert {h["sessionId"] for h in hits} == {"s-a1"}
     status, body = api.post("/v1/search", {"query": "deploy widget"})
     assert status == 422 and body["error"]["code"] == "scope_required"
@@ -389,21 +496,27 @@ def test_search_validation_and_modes(api: Api, project: str) -> None:
 
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:
     for n in range(6):
-        api.post("/v1/observe", observe_body(project, "s-many", n,
-                                             toolOutput="kubernetes rollout restarted"))
-    api.post("/v1/observe", observe_body(project, "s-one", 1,
-                                         toolOutput="kubernetes rollout restarted"))
+        api.post(
+            "/v1/observe",
+            observe_body(project, "s-many", n, toolOutput="kubernetes rollout restarted"),
+        )
+    api.post(
+        "/v1/observe", observe_body(project, "s-one", 1, toolOutput="kubernetes rollout restarted")
+    )
     api.wait_drained()
-    hits = api.post("/v1/search", {"query": "kubernetes rollout", "project": project,
-                                   "limit": 10})[1]["items"]
+    hits = api.post("/v1/search", {"query": "kubernetes rollout", "project": project, "limit": 10})[
+        1
+    ]["items"]
     sessions = [h["sessionId"] for h in hits]
     assert sessions.count("s-many") == 3 and "s-one" in sessions
 
 
 def test_context_fits_the_budget_and_never_cuts_an_item(api: Api, project: str) -> None:
     for n in range(30):
-        api.post("/v1/memories", {"project": project,
-                                  "content": f"Lesson {n}: " + "use the retry helper " * 8})
+        api.post(
+            "/v1/memories",
+            {"project": project, "content": f"Lesson {n}: " + "use the retry helper " * 8},
+        )
     for budget in (60, 150, 400, 2000):
         status, block = api.post("/v1/context", {"project": project, "budgetTokens": budget})
         assert status == 200
@@ -418,10 +531,16 @@ def test_context_fits_the_budget_and_never_cuts_an_item(api: Api, project: str) 
 
 
 def test_session_start_returns_context_with_last_summary_and_memories(
-        api: Api, project: str) -> None:
+    api: Api, project: str
+) -> None:
     api.post("/v1/memories", {"project": project, "content": "Deploys go through make ship"})
-    _session(api, project, "s-prev", "migrate the orders table", [
-        ("Bash", {"command": "alembic upgrade head"}, {"stdout": "done", "exit_code": 0})])
+    _session(
+        api,
+        project,
+        "s-prev",
+        "migrate the orders table",
+        [("Bash", {"command": "alembic upgrade head"}, {"stdout": "done", "exit_code": 0})],
+    )
     api.post("/v1/sessions/s-prev/end")
     wait_for(lambda: api.get("/v1/sessions/s-prev")[1]["summary"], 15, message="summary")
     status, started = api.post("/v1/sessions", {"sessionId": "s-next", "project": project})
@@ -435,20 +554,24 @@ def test_session_start_returns_context_with_last_summary_and_memories(
 
 
 def test_memory_versions_forget_and_audit(api: Api, project: str) -> None:
-    status, memory = api.post("/v1/memories", {"project": project,
-                                               "content": "The API port is 8080",
-                                               "concepts": ["Ports"]})
+    status, memory = api.post(
+        "/v1/memories",
+        {"project": project, "content": "The API port is 8080", "concepts": ["Ports"]},
+    )
     assert status == 201 and memory["version"] == 1 and memory["concepts"] == ["ports"]
-    status, updated = api.call("PATCH", f"/v1/memories/{memory['id']}",
-                               {"content": "The API port is 9090"})
+    status, updated = api.call(
+        "PATCH", f"/v1/memories/{memory['id']}", {"content": "The API port is 9090"}
+    )
     assert status == 200 and updated["version"] == 2
     hits = api.post("/v1/search", {"query": "API port", "project": project})[1]["items"]
     assert [h["text"] for h in hits] == ["The API port is 9090"]  # superseded never returns
     assert api.get(f"/v1/memories/{memory['id']}?project=elsewhere")[0] == 404
     assert api.get(f"/v1/memories/{memory['id']}?project={project}&agentId=bob")[0] == 200
     full = api.get(f"/v1/memories/{memory['id']}")[1]
-    assert [v["content"] for v in full["versions"]] == ["The API port is 8080",
-                                                        "The API port is 9090"]
+    assert [v["content"] for v in full["versions"]] == [
+        "The API port is 8080",
+        "The API port is 9090",
+    ]
     assert full["versions"][0]["supersededAt"] is not None
     listed = api.get(f"/v1/memories?project={project}&query=port")[1]["items"]
     assert [m["id"] for m in listed] == [memory["id"]]
@@ -464,21 +587,25 @@ def test_memory_validation_and_global_scope(api: Api, project: str) -> None:
     status, body = api.post("/v1/memories", {"content": "no project"})
     assert status == 422 and "project" in body["error"]["details"]["fields"]
     assert api.post("/v1/memories", {"project": project, "content": ""})[0] == 422
-    status, glob = api.post("/v1/memories", {"scope": "global",
-                                             "content": "Always run ruff before committing"})
+    status, glob = api.post(
+        "/v1/memories", {"scope": "global", "content": "Always run ruff before committing"}
+    )
     assert status == 201 and glob["project"] == ""
     hits = api.post("/v1/search", {"query": "ruff committing", "project": project})[1]["items"]
     assert glob["id"] in [h["id"] for h in hits]
 
 
 def test_list_limit_and_cursor(api: Api, project: str) -> None:
-    ids = [api.post("/v1/memories", {"project": project, "content": f"fact {n}"})[1]["id"]
-           for n in range(5)]
+    ids = [
+        api.post("/v1/memories", {"project": project, "content": f"fact {n}"})[1]["id"]
+        for n in range(5)
+    ]
     # scope=project leaves out global memories other tests of the module may have saved
     first = api.get(f"/v1/memories?project={project}&scope=project&limit=3")[1]
     assert len(first["items"]) == 3 and first["nextCursor"]
-    second = api.get(f"/v1/memories?project={project}&scope=project&limit=3"
-                     f"&cursor={first['nextCursor']}")[1]
+    second = api.get(
+        f"/v1/memories?project={project}&scope=project&limit=3&cursor={first['nextCursor']}"
+    )[1]
     assert second["nextCursor"] is None
     assert sorted(m["id"] for m in first["items"] + second["items"]) == sorted(ids)
 
@@ -487,13 +614,19 @@ def test_list_limit_and_cursor(api: Api, project: str) -> None:
 
 
 def test_export_import_strategies(api: Api, project: str) -> None:
-    _session(api, project, "s-exp", "export me", [
-        ("Bash", {"command": "echo exported-marker"}, "exported-marker")])
+    _session(
+        api,
+        project,
+        "s-exp",
+        "export me",
+        [("Bash", {"command": "echo exported-marker"}, "exported-marker")],
+    )
     memory = api.post("/v1/memories", {"project": project, "content": "original fact"})[1]
     api.wait_drained()
     exported = api.get("/v1/export")[1]
     mine = {
-        "format": "engram-export", "version": 1,
+        "format": "engram-export",
+        "version": 1,
         "sessions": [s for s in exported["sessions"] if s["project"] == project],
         "observations": [o for o in exported["observations"] if o["project"] == project],
         "memories": [m for m in exported["memories"] if m["project"] == project],
@@ -522,8 +655,13 @@ def test_import_replace_into_a_fresh_store(tmp_path: Any, api: Api, project: str
     from engram.cli.server import build_gateway
     from tests.conftest import make_settings
 
-    _session(api, project, "s-rep", "replace me", [
-        ("Bash", {"command": "echo replace-marker"}, "replace-marker")])
+    _session(
+        api,
+        project,
+        "s-rep",
+        "replace me",
+        [("Bash", {"command": "echo replace-marker"}, "replace-marker")],
+    )
     api.wait_drained()
     document = api.get("/v1/export")[1]
     gw = build_gateway(make_settings(tmp_path), start_worker=False)
@@ -537,8 +675,13 @@ def test_import_replace_into_a_fresh_store(tmp_path: Any, api: Api, project: str
         hits = other.post("/v1/search", {"query": "replace-marker", "project": project})[1]
         assert hits["items"] and hits["items"][0]["sessionId"] == "s-rep"
         # imported eventIds are known: a replay is a duplicate, not a second copy
-        replay = {"eventId": "s-rep:0", "sessionId": "s-rep", "project": project,
-                  "host": "claude-code", "hookType": "PostToolUse"}
+        replay = {
+            "eventId": "s-rep:0",
+            "sessionId": "s-rep",
+            "project": project,
+            "host": "claude-code",
+            "hookType": "PostToolUse",
+        }
         assert other.post("/v1/observe", replay)[0] == 200
     finally:
         gw.close()
@@ -551,14 +694,18 @@ def test_status_reports_components(api: Api) -> None:
     assert report["store"]["ok"] and report["store"]["dialect"] == "sqlite"
     assert report["broker"]["ok"] and report["workers"]["alive"] == 1
     assert {"pending", "processing", "retrying", "dead", "waiting", "capacity"} <= set(
-        report["inbox"])
+        report["inbox"]
+    )
     assert report["indexes"]["keyword"]["backend"] == "fts5"
     # the embedded server sweeps its inbox when it starts
     assert report["sweeper"]["lastSweepSecondsAgo"] is not None
     # its memory against the budget, and how far the derived indexes are behind
     assert report["memory"]["budgetMb"] == 300
-    assert 20 < report["memory"]["processes"]["server"]["rssMb"] <= report["memory"][
-        "processes"]["server"]["peakRssMb"]
+    assert (
+        20
+        < report["memory"]["processes"]["server"]["rssMb"]
+        <= report["memory"]["processes"]["server"]["peakRssMb"]
+    )
     assert {"pending", "lagSeconds"} <= set(report["derived"]["graph"])
 
 
@@ -577,32 +724,51 @@ def test_status_names_a_process_over_its_memory_budget(tmp_path: Path) -> None:
 
 
 def test_context_lists_unresolved_errors_of_the_last_session_as_open_items(
-        api: Api, project: str) -> None:
-    _session(api, project, "s-open", "make the build green", [
-        ("Bash", {"command": "make build"},
-         {"stdout": "error: linker failed: undefined symbol foo_init", "exit_code": 2})])
+    api: Api, project: str
+) -> None:
+    _session(
+        api,
+        project,
+        "s-open",
+        "make the build green",
+        [
+            (
+                "Bash",
+                {"command": "make build"},
+                {"stdout": "error: linker failed: undefined symbol foo_init", "exit_code": 2},
+            )
+        ],
+    )
     api.post("/v1/sessions/s-open/end")
     wait_for(lambda: api.get("/v1/sessions/s-open")[1]["summary"], 15, message="summary")
     block = api.post("/v1/context", {"project": project})[1]["context"]
-    assert "## Open items" in block and "undefined symbol foo_init" in block.split(
-        "## Open items")[1]
+    assert (
+        "## Open items" in block and "undefined symbol foo_init" in block.split("## Open items")[1]
+    )
 
 
 def test_a_late_replayed_start_does_not_reopen_an_ended_session(api: Api, project: str) -> None:
     """A hook spools a session's start while the gateway is down and sends the end directly
     later: the start, replayed after the end, must not reopen the session."""
     started = time.time() - 60
-    assert api.post("/v1/sessions/late-1/end", {"project": project, "host": "claude-code"})[0] \
-        == 200
-    status, answer = api.post("/v1/sessions", {"sessionId": "late-1", "project": project,
-                                               "timestamp": started})
+    assert (
+        api.post("/v1/sessions/late-1/end", {"project": project, "host": "claude-code"})[0] == 200
+    )
+    status, answer = api.post(
+        "/v1/sessions", {"sessionId": "late-1", "project": project, "timestamp": started}
+    )
     assert status == 200 and answer["session"]["status"] == "ended"
     # A real resume (the host's start after the end) reopens it.
-    status, answer = api.post("/v1/sessions", {"sessionId": "late-1", "project": project,
-                                               "timestamp": time.time() + 1})
+    status, answer = api.post(
+        "/v1/sessions", {"sessionId": "late-1", "project": project, "timestamp": time.time() + 1}
+    )
     assert answer["session"]["status"] == "active"
-    assert api.post("/v1/sessions", {"sessionId": "late-2", "project": project,
-                                      "timestamp": "yesterday"})[0] == 422
+    assert (
+        api.post(
+            "/v1/sessions", {"sessionId": "late-2", "project": project, "timestamp": "yesterday"}
+        )[0]
+        == 422
+    )
 
 
 def test_ending_an_unknown_session_with_its_project_creates_it(api: Api, project: str) -> None:
@@ -614,25 +780,38 @@ def test_ending_an_unknown_session_with_its_project_creates_it(api: Api, project
 
 
 def test_file_history_and_project_profile(api: Api, project: str) -> None:
-    edits = [("/home/dev/src/shop/app/login.py", "Edit"), ("/home/dev/src/shop/app/login_test.py",
-                                                            "Edit"),
-             ("/home/dev/src/shop/app/login.py", "Read")]
+    edits = [
+        ("/home/dev/src/shop/app/login.py", "Edit"),
+        ("/home/dev/src/shop/app/login_test.py", "Edit"),
+        ("/home/dev/src/shop/app/login.py", "Read"),
+    ]
     session = f"fh-{project}"
     for n, (path, tool) in enumerate(edits):
         key = "file_path"
-        assert api.post("/v1/observe", observe_body(
-            project, session, n, toolName=tool, hookType="PostToolUse",
-            toolInput={key: path, "old_string": "a", "new_string": "b"} if tool == "Edit"
-            else {key: path}))[0] == 201
-    wait_for(lambda: len(api.get(f"/v1/sessions/{session}/observations")[1].get("items", []))
-             == 3)
+        assert (
+            api.post(
+                "/v1/observe",
+                observe_body(
+                    project,
+                    session,
+                    n,
+                    toolName=tool,
+                    hookType="PostToolUse",
+                    toolInput={key: path, "old_string": "a", "new_string": "b"}
+                    if tool == "Edit"
+                    else {key: path},
+                ),
+            )[0]
+            == 201
+        )
+    wait_for(lambda: len(api.get(f"/v1/sessions/{session}/observations")[1].get("items", [])) == 3)
     status, page_ = api.get(f"/v1/files/history?project={project}&path=app/login.py")
     assert status == 200
     assert [o["toolName"] for o in page_["items"]] == ["Read", "Edit"]  # newest first
-    assert api.get(f"/v1/files/history?project={project}&path=login.py")[1]["items"].__len__() \
-        == 2  # a suffix at a path boundary: login_test.py does not match
-    assert api.get(f"/v1/files/history?project=other-{project}&path=app/login.py")[1][
-        "items"] == []
+    assert (
+        api.get(f"/v1/files/history?project={project}&path=login.py")[1]["items"].__len__() == 2
+    )  # a suffix at a path boundary: login_test.py does not match
+    assert api.get(f"/v1/files/history?project=other-{project}&path=app/login.py")[1]["items"] == []
     assert api.get(f"/v1/files/history?project={project}&path=")[0] == 422
     assert api.get("/v1/files/history?path=app/login.py")[0] == 422  # no scope: fails closed
     # case matters (SQLite's LIKE would ignore it): App/Login.py is another file
@@ -647,27 +826,45 @@ def test_file_history_and_project_profile(api: Api, project: str) -> None:
 
 
 def test_file_history_matches_odd_characters_literally(api: Api, project: str) -> None:
-    paths = ["/r/100%_done.py", "/r/a_b.py", "/r/it's [x] *.py", "/r/q\\\"uote.py", "/r/é.py"]
+    paths = ["/r/100%_done.py", "/r/a_b.py", "/r/it's [x] *.py", '/r/q\\"uote.py', "/r/é.py"]
     for n, path in enumerate(paths):
-        api.post("/v1/observe", observe_body(project, f"odd-{project}", n, toolName="Read",
-                                             hookType="PostToolUse", toolInput={"file_path": path}))
+        api.post(
+            "/v1/observe",
+            observe_body(
+                project,
+                f"odd-{project}",
+                n,
+                toolName="Read",
+                hookType="PostToolUse",
+                toolInput={"file_path": path},
+            ),
+        )
     wait_for(lambda: len(api.get(f"/v1/observations?project={project}")[1]["items"]) == 5)
     for path in paths:
         found = api.get(f"/v1/files/history?project={project}&path={quote(path)}")[1]["items"]
         assert len(found) == 1, path
     for wildcard in ("%", "_", "*", "?", "[x]", "a%b.py", "a?b.py"):
-        assert api.get(f"/v1/files/history?project={project}&path={quote(wildcard)}")[1][
-            "items"] == [], wildcard
+        assert (
+            api.get(f"/v1/files/history?project={project}&path={quote(wildcard)}")[1]["items"] == []
+        ), wildcard
 
 
 def test_sync_files_endpoint(api: Api, project: str) -> None:
-    body = {"user": "alice", "project": project, "tool": "codex", "root": "a1b2c3d4e5f6",
-            "relpath": "AGENTS.md", "path": "/src/AGENTS.md", "contentHash": "1" * 64,
-            "facts": [{"anchor": "build", "content": "Run make check", "hash": "x"}]}
+    body = {
+        "user": "alice",
+        "project": project,
+        "tool": "codex",
+        "root": "a1b2c3d4e5f6",
+        "relpath": "AGENTS.md",
+        "path": "/src/AGENTS.md",
+        "contentHash": "1" * 64,
+        "facts": [{"anchor": "build", "content": "Run make check", "hash": "x"}],
+    }
     status, out = api.post("/v1/sync/files", body)
     assert status == 200 and out["outcome"] == "imported" and out["created"] == 1
-    status, found = api.post("/v1/search", {"query": "make check", "project": project,
-                                            "mode": "keyword"})
+    status, found = api.post(
+        "/v1/search", {"query": "make check", "project": project, "mode": "keyword"}
+    )
     assert found["items"][0]["id"] == out["memories"]["build"]
     assert api.post("/v1/sync/files", body)[1]["outcome"] == "unchanged"
     status, error = api.post("/v1/sync/files", {**body, "tool": "vim", "facts": "x"})

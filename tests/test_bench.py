@@ -45,11 +45,13 @@ from engram.embedders.local import LocalMiniLMEmbedder
 from tests.support import ENGRAM, REPO
 
 DATA = REPO.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(),
-                                reason=f"benchmark data not found at {DATA} (../shared/data)")
+needs_data = pytest.mark.skipif(
+    not DATA.is_dir(), reason=f"benchmark data not found at {DATA} (../shared/data)"
+)
 
 
 # metrics ------------------------------------------------------------------------------------
+
 
 def test_recall_ndcg_mrr_by_hand() -> None:
     got = metrics.score(["a", "b", "c", "d"], {"b", "d"})
@@ -63,8 +65,7 @@ def test_recall_ndcg_mrr_by_hand() -> None:
 
 def test_metrics_at_the_top_and_when_nothing_is_found() -> None:
     perfect = metrics.score(["g", "x"], {"g"})
-    assert all(perfect[f"recall_any@{k}"] == perfect[f"recall_all@{k}"] == 1.0
-               for k in metrics.KS)
+    assert all(perfect[f"recall_any@{k}"] == perfect[f"recall_all@{k}"] == 1.0 for k in metrics.KS)
     assert perfect["ndcg@10"] == 1.0 and perfect["mrr"] == 1.0
     missed = metrics.score(["x", "y"], {"g"})
     assert set(missed.values()) == {0.0}
@@ -82,7 +83,8 @@ def test_ndcg_ideal_is_capped_at_ten_gold_units() -> None:
     gold = {f"g{i}" for i in range(12)}
     assert metrics.ndcg(sorted(gold), gold) == pytest.approx(1.0)
     assert metrics.ndcg(["x", "g0"], {"g0", "g1"}) == pytest.approx(
-        (1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+        (1 / math.log2(3)) / (1 + 1 / math.log2(3))
+    )
 
 
 def test_mean_dedupe_and_percentiles() -> None:
@@ -95,11 +97,14 @@ def test_mean_dedupe_and_percentiles() -> None:
 
 # retrievers ---------------------------------------------------------------------------------
 
+
 def _docs() -> list[Doc]:
-    return [Doc("a/1", "s1", "a", "We moved the Postgres database to a bigger host."),
-            Doc("a/2", "s2", "a", "Database backups: database dump runs nightly."),
-            Doc("a/3", "s3", "a", "Lunch was good."),
-            Doc("b/1", "s1", "b", "The database in project b: postgres too.")]
+    return [
+        Doc("a/1", "s1", "a", "We moved the Postgres database to a bigger host."),
+        Doc("a/2", "s2", "a", "Database backups: database dump runs nightly."),
+        Doc("a/3", "s3", "a", "Lunch was good."),
+        Doc("b/1", "s1", "b", "The database in project b: postgres too."),
+    ]
 
 
 def test_grep_ranks_by_distinct_words_then_occurrences() -> None:
@@ -174,8 +179,10 @@ class _CountingEmbedder:
 
 def _toy_dataset() -> Dataset:
     docs = _docs()
-    queries = [Query("q1", "postgres database host", "a", frozenset({"s1"}), "c"),
-               Query("q2", "what did we eat at noon?", "a", frozenset({"s3"}), "c")]
+    queries = [
+        Query("q1", "postgres database host", "a", frozenset({"s1"}), "c"),
+        Query("q2", "what did we eat at noon?", "a", frozenset({"s3"}), "c"),
+    ]
     return Dataset("toy", "session", "official", docs, queries)
 
 
@@ -196,14 +203,18 @@ def test_embeddings_are_cached_on_disk_so_a_second_run_embeds_nothing(tmp_path: 
     dataset = _toy_dataset()
     cache_dir = tmp_path / "cache"
     first = _CountingEmbedder()
-    (result,) = run(dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir,
-                                                                  embedder=first))
+    (result,) = run(
+        dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir, embedder=first)
+    )
     distinct = len({d.text for d in dataset.docs} | {q.text for q in dataset.queries})
     assert first.calls >= 1 and first.texts == distinct
     assert result.metrics["recall_any@1"] == 1.0
     second = _CountingEmbedder()
-    results = run(dataset, ["vector", "hybrid"],
-                  options=RetrieverOptions(cache_dir=cache_dir, embedder=second))
+    results = run(
+        dataset,
+        ["vector", "hybrid"],
+        options=RetrieverOptions(cache_dir=cache_dir, embedder=second),
+    )
     assert second.calls == 0 and second.texts == 0
     assert results[0].metrics == result.metrics
     cache = EmbeddingCache(cache_dir, first.name, first.dim)
@@ -228,8 +239,12 @@ class _AsymmetricEmbedder:
     @staticmethod
     def _vector(text: str) -> list[float]:
         words = set(text.lower().replace("?", "").split())
-        raw = [1.0 + len(words & {"postgres", "database", "host"}),
-               1.0 + len(words & {"lunch", "noon", "eat", "ate"}), 0.1, 0.1]
+        raw = [
+            1.0 + len(words & {"postgres", "database", "host"}),
+            1.0 + len(words & {"lunch", "noon", "eat", "ate"}),
+            0.1,
+            0.1,
+        ]
         norm = math.sqrt(sum(x * x for x in raw))
         return [x / norm for x in raw]
 
@@ -246,8 +261,9 @@ def test_queries_go_through_embed_query_under_keys_of_their_own(tmp_path: Path) 
     dataset = _toy_dataset()
     embedder = _AsymmetricEmbedder()
     cache_dir = tmp_path / "cache"
-    (result,) = run(dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir,
-                                                                  embedder=embedder))
+    (result,) = run(
+        dataset, ["vector"], options=RetrieverOptions(cache_dir=cache_dir, embedder=embedder)
+    )
     assert sorted(embedder.queries) == sorted(q.text for q in dataset.queries)
     assert sorted(embedder.documents) == sorted({d.text for d in dataset.docs})
     assert result.metrics["recall_any@1"] == 1.0
@@ -289,18 +305,19 @@ def test_hybrid_rrf_k_and_weights_reach_the_fusion(tmp_path: Path) -> None:
         hybrid.add(_docs())
         bm25 = hybrid.bm25.search("database lunch", "a", 100)
         vector = hybrid.vector.search("database lunch", "a", 100)
-        assert hybrid.search("database lunch", "a", 10) == rrf([bm25, vector], [1.0, 0.5], 10,
-                                                                k=5)
+        assert hybrid.search("database lunch", "a", 10) == rrf([bm25, vector], [1.0, 0.5], 10, k=5)
     finally:
         hybrid.close()
 
 
 # loaders on the real data -------------------------------------------------------------------
 
+
 def test_locomo_evidence_ids_are_repaired_or_dropped() -> None:
     known = {"D8:6", "D9:17", "D30:5", "D11:26", "D9:1", "D4:4"}
     ids, repaired, dropped = normalise_evidence(
-        ["D8:6; D9:17", "D30:05", "D:11:26", "D", "D4:36", "D9:1 D4:4", "D8:6"], known)
+        ["D8:6; D9:17", "D30:05", "D:11:26", "D", "D4:36", "D9:1 D4:4", "D8:6"], known
+    )
     assert ids == ["D8:6", "D9:17", "D30:5", "D11:26", "D9:1", "D4:4"]
     assert dropped == 2 and repaired == 4
 
@@ -312,7 +329,12 @@ def test_locomo_loader_turn_and_session_level() -> None:
     assert turn.skipped == {"no usable evidence": 4}
     assert "1982 QAs scored; 4 dropped" in turn.notes[0]
     assert {q.category for q in turn.queries} == {
-        "1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
+        "1 multi-hop",
+        "2 temporal",
+        "3 open-domain",
+        "4 single-hop",
+        "5 adversarial",
+    }
     first = turn.queries[0]
     assert first.gold == {"D1:3"} and first.haystack == "conv-26"
     assert any(d.unit_id == "D1:3" and "Caroline:" in d.text for d in turn.docs)
@@ -339,10 +361,14 @@ def test_longmemeval_loader_protocols_on_a_slice(tmp_path: Path) -> None:
     assert all(not d.text.startswith("{") for d in official.docs)
     turn = load("longmemeval-oracle", tmp_path, "turn", "official")
     item = picked[5]
-    user_gold = {f"{sid}_{n}" for sid, session in zip(item["haystack_session_ids"],
-                                                      item["haystack_sessions"], strict=True)
-                 for n, t in enumerate(session, start=1)
-                 if t.get("has_answer") and t["role"] == "user"}
+    user_gold = {
+        f"{sid}_{n}"
+        for sid, session in zip(
+            item["haystack_session_ids"], item["haystack_sessions"], strict=True
+        )
+        for n, t in enumerate(session, start=1)
+        if t.get("has_answer") and t["role"] == "user"
+    }
     assert turn.queries[0].gold == user_gold
     assert {d.unit_id for d in turn.docs} >= user_gold
     all_turns = load("longmemeval-oracle", tmp_path, "turn", "all-turns")
@@ -358,7 +384,8 @@ def test_longmemeval_s_official_protocol_scores_418_questions() -> None:
     assert len({d.haystack for d in dataset.docs}) == 418
     limited = limit_queries(dataset, 3)
     assert len(limited.queries) == 3 and {d.haystack for d in limited.docs} == {
-        q.query_id for q in limited.queries}
+        q.query_id for q in limited.queries
+    }
 
 
 @needs_data
@@ -384,6 +411,7 @@ def test_cli_dataset_names_match_the_loaders() -> None:
 
 # end to end ---------------------------------------------------------------------------------
 
+
 @needs_data
 def test_both_retrievers_find_every_coding_agent_life_session_in_the_top_5() -> None:
     results = {r.name: r for r in run(load("coding-agent-life", DATA), ["grep", "bm25"])}
@@ -397,10 +425,13 @@ def test_both_retrievers_find_every_coding_agent_life_session_in_the_top_5() -> 
 
 @needs_data
 def test_vector_and_hybrid_find_every_coding_agent_life_session_in_the_top_5(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     options = RetrieverOptions(cache_dir=tmp_path / "cache")
-    results = {r.name: r for r in run(load("coding-agent-life", DATA), ["vector", "hybrid"],
-                                      options=options)}
+    results = {
+        r.name: r
+        for r in run(load("coding-agent-life", DATA), ["vector", "hybrid"], options=options)
+    }
     for name in ("vector", "hybrid"):
         assert results[name].queries == 15
         assert results[name].metrics["recall_any@5"] == 1.0, name
@@ -416,10 +447,14 @@ def test_bm25_beats_nothing_on_a_locomo_slice() -> None:
 
 
 def test_session_units_rank_by_their_best_document() -> None:
-    docs = [Doc("h/0/t1", "s0", "h", "alpha"), Doc("h/0/t2", "s0", "h", "alpha beta"),
-            Doc("h/1/t1", "s1", "h", "gamma alpha")]
-    dataset = Dataset("toy", "session", "official", docs,
-                      [Query("q", "alpha beta", "h", frozenset({"s1"}), "c")])
+    docs = [
+        Doc("h/0/t1", "s0", "h", "alpha"),
+        Doc("h/0/t2", "s0", "h", "alpha beta"),
+        Doc("h/1/t1", "s1", "h", "gamma alpha"),
+    ]
+    dataset = Dataset(
+        "toy", "session", "official", docs, [Query("q", "alpha beta", "h", frozenset({"s1"}), "c")]
+    )
     (result,) = run(dataset, ["grep"])
     # ranked docs: h/0/t2, h/0/t1, h/1/t1 -> sessions s0, s1: the gold session is second
     assert result.metrics["recall_any@1"] == 0.0 and result.metrics["mrr"] == 0.5
@@ -427,22 +462,39 @@ def test_session_units_rank_by_their_best_document() -> None:
 
 # the command --------------------------------------------------------------------------------
 
+
 def _bench(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ENGRAM, "bench", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env}, cwd=REPO)
+    return subprocess.run(
+        [ENGRAM, "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+        cwd=REPO,
+    )
 
 
 @needs_data
 def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
-    args = ("coding-agent-life", "--retrievers", "vector,hybrid", "--cache-dir",
-            str(tmp_path / "cache"), "--vector-weight", "0.5", "--data-dir", str(DATA))
+    args = (
+        "coding-agent-life",
+        "--retrievers",
+        "vector,hybrid",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--vector-weight",
+        "0.5",
+        "--data-dir",
+        str(DATA),
+    )
     first = _bench(*args)
     assert first.returncode == 0, first.stderr
     assert "embedding 30 texts" in first.stderr and "texts/s, ETA" in first.stderr
     assert any(line.startswith("hybrid ") for line in first.stdout.splitlines())
     second = _bench(*args)
     assert second.returncode == 0 and "embedding" not in second.stderr.replace(
-        "embedding/cache", "")
+        "embedding/cache", ""
+    )
     assert (tmp_path / "cache" / "embeddings-all-minilm-l6-v2-q8.sqlite").is_file()
 
 
@@ -459,8 +511,9 @@ def test_cli_runs_coding_agent_life_and_writes_json(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     assert document["questionsScored"] == 15
     assert document["retrievers"]["bm25"]["metrics"]["recall_any@5"] == 1.0
-    markdown = _bench("coding-agent-life", "--markdown", "--retrievers", "bm25",
-                      ENGRAM_BENCH_DATA=str(DATA))
+    markdown = _bench(
+        "coding-agent-life", "--markdown", "--retrievers", "bm25", ENGRAM_BENCH_DATA=str(DATA)
+    )
     assert markdown.returncode == 0 and "| bm25 |" in markdown.stdout
 
 
@@ -473,8 +526,9 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     retriever = _bench("locomo", "--retrievers", "grep,telepathy")
     assert retriever.returncode == 2 and "telepathy" in retriever.stderr
-    weights = _bench("locomo", "--retrievers", "hybrid", "--bm25-weight", "0",
-                     "--vector-weight", "0")
+    weights = _bench(
+        "locomo", "--retrievers", "hybrid", "--bm25-weight", "0", "--vector-weight", "0"
+    )
     assert weights.returncode == 2 and "--vector-weight" in weights.stderr
     depth = _bench("locomo", "--retrievers", "hybrid", "--fusion-depth", "0")
     assert depth.returncode == 2 and "--fusion-depth" in depth.stderr
@@ -487,10 +541,23 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
 @needs_data
 def test_cli_runs_the_e5_embedder_with_query_prefixes(tmp_path: Path) -> None:
     out = tmp_path / "e5.json"
-    result = _bench("coding-agent-life", "--retrievers", "vector,hybrid", "--embedder",
-                    "e5-small", "--fusion-depth", "20", "--rrf-k", "10",
-                    "--cache-dir", str(tmp_path / "cache"),
-                    "--data-dir", str(DATA), "--json", str(out))
+    result = _bench(
+        "coding-agent-life",
+        "--retrievers",
+        "vector,hybrid",
+        "--embedder",
+        "e5-small",
+        "--fusion-depth",
+        "20",
+        "--rrf-k",
+        "10",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--data-dir",
+        str(DATA),
+        "--json",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert "embedding 15 texts with multilingual-e5-small-q4" in result.stderr
     assert "embedding 15 queries" in result.stderr
@@ -504,7 +571,20 @@ def test_cli_runs_the_e5_embedder_with_query_prefixes(tmp_path: Path) -> None:
 def test_cli_help_explains_datasets_and_protocols() -> None:
     result = _bench("--help")
     assert result.returncode == 0 and "usage: engram bench" in result.stdout
-    for word in (*DATASETS, "official", "all-turns", "abstention", "recall_all", "grep",
-                 "vector", "hybrid", "--cache-dir", "--vector-weight", "--embedder",
-                 "e5-small", "--fusion-depth", "--rrf-k"):
+    for word in (
+        *DATASETS,
+        "official",
+        "all-turns",
+        "abstention",
+        "recall_all",
+        "grep",
+        "vector",
+        "hybrid",
+        "--cache-dir",
+        "--vector-weight",
+        "--embedder",
+        "e5-small",
+        "--fusion-depth",
+        "--rrf-k",
+    ):
         assert word in result.stdout

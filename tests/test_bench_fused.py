@@ -28,8 +28,10 @@ def test_graph_finds_documents_by_the_entities_a_query_names(tmp_path: Path) -> 
 
 
 def test_hybrid_graph_fuses_with_the_servers_rrf(tmp_path: Path) -> None:
-    queries = [Query("q1", "invoice_total.py rounding", "h1", frozenset({"s-a"}), "code"),
-               Query("q2", "cart tests", "h1", frozenset({"s-b"}), "code")]
+    queries = [
+        Query("q1", "invoice_total.py rounding", "h1", frozenset({"s-a"}), "code"),
+        Query("q2", "cart tests", "h1", frozenset({"s-b"}), "code"),
+    ]
     dataset = Dataset("toy", "session", "official", DOCS, queries)
     options = RetrieverOptions(cache_dir=tmp_path / "cache")
     [bm25, fused] = run(dataset, ["bm25", "hybrid+graph"], options=options)

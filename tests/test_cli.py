@@ -16,15 +16,30 @@ from tests.support import ENGRAM, Cluster, free_port, wait_for
 COMMANDS = ["serve", "worker", "beat", "status", "export", "import", "demo", "bench"]
 
 
-def run(args: list[str], env: dict[str, str] | None = None, timeout: float = 60,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ENGRAM, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, input=stdin)
+def run(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ENGRAM, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        input=stdin,
+    )
 
 
 def isolated(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"ENGRAM_DATA_DIR": str(tmp_path / "data"), "ENGRAM_CONFIG_DIR": str(tmp_path / "cfg"),
-            "ENGRAM_BROKER_URL": "", "ENGRAM_PORT": str(free_port()), **extra}
+    return {
+        "ENGRAM_DATA_DIR": str(tmp_path / "data"),
+        "ENGRAM_CONFIG_DIR": str(tmp_path / "cfg"),
+        "ENGRAM_BROKER_URL": "",
+        "ENGRAM_PORT": str(free_port()),
+        **extra,
+    }
 
 
 def test_top_level_help_explains_where_to_start() -> None:
@@ -151,10 +166,14 @@ def test_real_server_body_limits(tmp_path: Path) -> None:
         cluster.serve()
         status, body = cluster.request("POST", "/v1/observe", {"prompt": "x" * 20_000})
         assert status == 413 and body["error"]["code"] == "payload_too_large"
-        memories = [{"id": f"mem_{n:04d}", "project": "big", "content": "fact " * 40}
-                    for n in range(200)]
-        status, body = cluster.request("POST", "/v1/import", {
-            "strategy": "merge", "data": {"version": 1, "memories": memories}})
+        memories = [
+            {"id": f"mem_{n:04d}", "project": "big", "content": "fact " * 40} for n in range(200)
+        ]
+        status, body = cluster.request(
+            "POST",
+            "/v1/import",
+            {"strategy": "merge", "data": {"version": 1, "memories": memories}},
+        )
         assert status == 200 and body["imported"]["memories"] == 200
     finally:
         cluster.stop_all()
@@ -170,15 +189,21 @@ def test_sigterm_stops_the_server_mid_import(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path)
     try:
         server = cluster.serve()
-        memories = [{"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
-                    for n in range(40_000)]
+        memories = [
+            {"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
+            for n in range(40_000)
+        ]
         answers: list[Any] = []
 
         def post() -> None:
             try:
-                answers.append(cluster.request("POST", "/v1/import",
-                                               {"strategy": "merge",
-                                                "data": {"version": 1, "memories": memories}}))
+                answers.append(
+                    cluster.request(
+                        "POST",
+                        "/v1/import",
+                        {"strategy": "merge", "data": {"version": 1, "memories": memories}},
+                    )
+                )
             except Exception as exc:  # the server went away mid-request: expected here
                 answers.append(exc)
 

@@ -12,8 +12,19 @@ from engram.compress import DEFAULT_MAX_CHARS, TITLE_MAX_CHARS, Compressed, clip
 
 HOST_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hosts"
 HOSTS = ("claude-code", "gemini-cli", "codex", "cursor", "windsurf", "kimi", "copilot-cli")
-KINDS = {"prompt", "command", "edit", "read", "search", "web", "agent", "tool", "error", "session",
-         "note"}
+KINDS = {
+    "prompt",
+    "command",
+    "edit",
+    "read",
+    "search",
+    "web",
+    "agent",
+    "tool",
+    "error",
+    "session",
+    "note",
+}
 
 
 def normalised(path: Path) -> dict[str, Any]:
@@ -35,13 +46,27 @@ def normalised(path: Path) -> dict[str, Any]:
         tool_input = {"file_path": fields["file_path"], "edits": fields.get("edits", [])}
     return {
         "sessionId": pick("session_id", "conversation_id", "trajectory_id"),
-        "project": pick("cwd") or "acme-api", "host": host,
+        "project": pick("cwd") or "acme-api",
+        "host": host,
         "hookType": pick("hook_event_name", "agent_action_name") or path.stem[len(host) + 1 :],
-        "toolName": tool, "toolInput": tool_input,
-        "toolOutput": pick("tool_response", "tool_output", "toolResult", "output", "result",
-                           "result_json", "mcp_result", "last_assistant_message",
-                           "prompt_response", "text", "response", "message"),
-        "prompt": pick("prompt", "user_prompt"), "error": pick("error"),
+        "toolName": tool,
+        "toolInput": tool_input,
+        "toolOutput": pick(
+            "tool_response",
+            "tool_output",
+            "toolResult",
+            "output",
+            "result",
+            "result_json",
+            "mcp_result",
+            "last_assistant_message",
+            "prompt_response",
+            "text",
+            "response",
+            "message",
+        ),
+        "prompt": pick("prompt", "user_prompt"),
+        "error": pick("error"),
         "timestamp": pick("timestamp"),
     }
 
@@ -50,11 +75,23 @@ def fixture(name: str) -> dict[str, Any]:
     return normalised(HOST_FIXTURES / name)
 
 
-def event(tool: str | None = None, tool_input: Any = None, tool_output: Any = None,
-          hook: str = "PostToolUse", **extra: Any) -> dict[str, Any]:
-    return {"sessionId": "s1", "project": "/home/dev/src/app", "host": "claude-code",
-            "hookType": hook, "toolName": tool, "toolInput": tool_input,
-            "toolOutput": tool_output, **extra}
+def event(
+    tool: str | None = None,
+    tool_input: Any = None,
+    tool_output: Any = None,
+    hook: str = "PostToolUse",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "sessionId": "s1",
+        "project": "/home/dev/src/app",
+        "host": "claude-code",
+        "hookType": hook,
+        "toolName": tool,
+        "toolInput": tool_input,
+        "toolOutput": tool_output,
+        **extra,
+    }
 
 
 def bash(command: str, output: Any) -> Compressed:
@@ -75,35 +112,42 @@ def test_every_host_fixture_compresses(path: Path) -> None:
     assert len(result.text) <= DEFAULT_MAX_CHARS
 
 
-@pytest.mark.parametrize(("name", "kind", "title"), [
-    ("claude-code-UserPromptSubmit.json", "prompt", "Prompt: Fix the flaky retry test"),
-    ("claude-code-PostToolUse-Edit.json", "edit", "Edited acme/client.py"),
-    ("claude-code-PreToolUse.json", "read", "Read tests/test_client.py"),
-    ("claude-code-SessionStart.json", "session", "Session started"),
-    ("claude-code-Stop.json", "session", "Agent finished: The retry test was flaky"),
-    ("codex-PostToolUse.json", "command", "Ran `python scripts/migrate.py --help`"),
-    ("cursor-afterShellExecution.json", "command", "Ran `npm test -- pagination`"),
-    ("cursor-afterFileEdit.json", "edit", "Edited acme/pagination.py"),
-    ("cursor-afterMCPExecution.json", "tool", "Called github.get_issue (MCP)"),
-    ("gemini-cli-AfterTool.json", "read", "Read jobs/export.py"),
-    ("gemini-cli-AfterTool-mcp.json", "tool", "Called github.get_issue (MCP)"),
-    ("gemini-cli-BeforeTool.json", "command", "Ran `grep -rn 'read_all' jobs/export.py`"),
-    ("gemini-cli-Notification.json", "session", "Notification: Gemini wants to run"),
-    ("kimi-PostToolUse.json", "read", "Read importer/csv.py"),
-    ("kimi-UserPromptSubmit.json", "prompt", "Prompt: Speed up the CSV importer"),
-    ("windsurf-post_run_command.json", "command", "Ran `npm run test -- auth`"),
-    ("windsurf-post_write_code.json", "edit", "Edited src/routes/login.ts"),
-    ("windsurf-pre_user_prompt.json", "prompt", "Prompt: Add rate limiting"),
-])
+@pytest.mark.parametrize(
+    ("name", "kind", "title"),
+    [
+        ("claude-code-UserPromptSubmit.json", "prompt", "Prompt: Fix the flaky retry test"),
+        ("claude-code-PostToolUse-Edit.json", "edit", "Edited acme/client.py"),
+        ("claude-code-PreToolUse.json", "read", "Read tests/test_client.py"),
+        ("claude-code-SessionStart.json", "session", "Session started"),
+        ("claude-code-Stop.json", "session", "Agent finished: The retry test was flaky"),
+        ("codex-PostToolUse.json", "command", "Ran `python scripts/migrate.py --help`"),
+        ("cursor-afterShellExecution.json", "command", "Ran `npm test -- pagination`"),
+        ("cursor-afterFileEdit.json", "edit", "Edited acme/pagination.py"),
+        ("cursor-afterMCPExecution.json", "tool", "Called github.get_issue (MCP)"),
+        ("gemini-cli-AfterTool.json", "read", "Read jobs/export.py"),
+        ("gemini-cli-AfterTool-mcp.json", "tool", "Called github.get_issue (MCP)"),
+        ("gemini-cli-BeforeTool.json", "command", "Ran `grep -rn 'read_all' jobs/export.py`"),
+        ("gemini-cli-Notification.json", "session", "Notification: Gemini wants to run"),
+        ("kimi-PostToolUse.json", "read", "Read importer/csv.py"),
+        ("kimi-UserPromptSubmit.json", "prompt", "Prompt: Speed up the CSV importer"),
+        ("windsurf-post_run_command.json", "command", "Ran `npm run test -- auth`"),
+        ("windsurf-post_write_code.json", "edit", "Edited src/routes/login.ts"),
+        ("windsurf-pre_user_prompt.json", "prompt", "Prompt: Add rate limiting"),
+    ],
+)
 def test_fixture_kinds_and_titles(name: str, kind: str, title: str) -> None:
     result = compress(fixture(name))
     assert (result.kind, result.title[: len(title)]) == (kind, title)
 
 
 def test_failing_pytest_is_a_command_with_its_error_and_exit_code() -> None:
-    output = {"stdout": "..F.\n___ test_login ___\nE       assert 401 == 200\n"
-                        "FAILED tests/test_login.py::test_login - assert 401 == 200\n"
-                        "1 failed, 3 passed in 0.84s\n", "stderr": "", "exit_code": 1}
+    output = {
+        "stdout": "..F.\n___ test_login ___\nE       assert 401 == 200\n"
+        "FAILED tests/test_login.py::test_login - assert 401 == 200\n"
+        "1 failed, 3 passed in 0.84s\n",
+        "stderr": "",
+        "exit_code": 1,
+    }
     result = bash("pytest -x tests/", output)
     assert result.kind == "command"
     assert result.title == "Ran `pytest -x tests/` (exit 1)"
@@ -120,12 +164,18 @@ def test_fixture_pytest_failure_without_exit_code_is_still_an_error() -> None:
     assert result.title.endswith("(failed)")
 
 
-@pytest.mark.parametrize("output", [
-    {"stdout": "", "exit_code": 3}, {"stdout": "", "exitCode": 3}, {"stdout": "", "returncode": 3},
-    {"output": "", "exit_status": 3}, "Exit code 3\nsomething went wrong",
-    '{"output": "boom", "metadata": {"exit_code": 3, "duration_seconds": 0.2}}',  # Codex
-    {"llmContent": "Command: make\nStdout: (empty)\nError: (none)\nExit Code: 3"},  # Gemini
-])
+@pytest.mark.parametrize(
+    "output",
+    [
+        {"stdout": "", "exit_code": 3},
+        {"stdout": "", "exitCode": 3},
+        {"stdout": "", "returncode": 3},
+        {"output": "", "exit_status": 3},
+        "Exit code 3\nsomething went wrong",
+        '{"output": "boom", "metadata": {"exit_code": 3, "duration_seconds": 0.2}}',  # Codex
+        {"llmContent": "Command: make\nStdout: (empty)\nError: (none)\nExit Code: 3"},  # Gemini
+    ],
+)
 def test_exit_codes_are_found_in_fields_and_text(output: Any) -> None:
     result = bash("make", output)
     assert result.title == "Ran `make` (exit 3)"
@@ -138,15 +188,24 @@ def test_successful_command_has_no_errors_and_no_exit_suffix() -> None:
     assert (result.title, result.errors, result.concepts) == ("Ran `git status`", (), ("git",))
 
 
-@pytest.mark.parametrize(("output", "error"), [
-    ("Traceback (most recent call last):\n  File \"a.py\", line 1\n    x()\n"
-     "ModuleNotFoundError: No module named 'requests'", "ModuleNotFoundError: No module named"),
-    ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 1", "npm ERR! code ELIFECYCLE"),
-    ("fatal: not a git repository (or any of the parent directories): .git", "fatal: not a git"),
-    ("error[E0308]: mismatched types\n --> src/main.rs:4:5", "error[E0308]: mismatched types"),
-    ("src/a.ts(3,5): error TS2322: Type 'string' is not assignable", "error TS2322"),
-    ("Error: Cannot find module 'express'", "Error: Cannot find module"),
-])
+@pytest.mark.parametrize(
+    ("output", "error"),
+    [
+        (
+            'Traceback (most recent call last):\n  File "a.py", line 1\n    x()\n'
+            "ModuleNotFoundError: No module named 'requests'",
+            "ModuleNotFoundError: No module named",
+        ),
+        ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 1", "npm ERR! code ELIFECYCLE"),
+        (
+            "fatal: not a git repository (or any of the parent directories): .git",
+            "fatal: not a git",
+        ),
+        ("error[E0308]: mismatched types\n --> src/main.rs:4:5", "error[E0308]: mismatched types"),
+        ("src/a.ts(3,5): error TS2322: Type 'string' is not assignable", "error TS2322"),
+        ("Error: Cannot find module 'express'", "Error: Cannot find module"),
+    ],
+)
 def test_error_lines_are_extracted(output: str, error: str) -> None:
     result = bash("run-it", output)
     assert any(e.startswith(error) or error in e for e in result.errors), result.errors
@@ -158,8 +217,9 @@ def test_content_printing_commands_and_known_success_are_not_errors() -> None:
     assert bash("git log -3 --oneline", "abc123 Fix Error: handling").errors == ()
     assert bash("./run-report.sh", {"stdout": log, "exit_code": 0}).errors == ()
     assert bash("./run-report.sh", log).errors  # unknown exit: the log lines count
-    assert bash("cat missing.txt", {"stderr": "cat: missing.txt: No such file or directory",
-                                    "exit_code": 1}).errors
+    assert bash(
+        "cat missing.txt", {"stderr": "cat: missing.txt: No such file or directory", "exit_code": 1}
+    ).errors
 
 
 def test_tool_failure_payload_is_an_error_observation() -> None:
@@ -172,22 +232,37 @@ def test_tool_failure_payload_is_an_error_observation() -> None:
 
 
 def test_copilot_json_string_arguments_and_failure_result() -> None:
-    result = compress({"hookType": "postToolUse", "host": "copilot-cli", "toolName": "bash",
-                       "toolInput": '{"command": "npm test", "description": "Run tests"}',
-                       "toolOutput": {"resultType": "failure",
-                                      "textResultForLlm": "npm error Test failed. See above."}})
+    result = compress(
+        {
+            "hookType": "postToolUse",
+            "host": "copilot-cli",
+            "toolName": "bash",
+            "toolInput": '{"command": "npm test", "description": "Run tests"}',
+            "toolOutput": {
+                "resultType": "failure",
+                "textResultForLlm": "npm error Test failed. See above.",
+            },
+        }
+    )
     assert (result.kind, result.commands) == ("command", ("npm test",))
     assert result.errors == ("npm error Test failed. See above.",)
 
 
 def test_codex_argv_command_is_unwrapped() -> None:
-    result = compress(event("shell", {"command": ["bash", "-lc", "cargo test"]}, "ok", host="codex"))
+    result = compress(
+        event("shell", {"command": ["bash", "-lc", "cargo test"]}, "ok", host="codex")
+    )
     assert (result.commands, result.concepts) == (("cargo test",), ("test", "rust"))
 
 
 def test_host_error_hook_is_an_error_observation() -> None:
-    result = compress({"hookType": "errorOccurred", "host": "copilot-cli",
-                       "error": {"message": "Rate limit exceeded", "name": "APIError"}})
+    result = compress(
+        {
+            "hookType": "errorOccurred",
+            "host": "copilot-cli",
+            "error": {"message": "Rate limit exceeded", "name": "APIError"},
+        }
+    )
     assert (result.kind, result.title) == ("error", "Error: Rate limit exceeded")
     assert result.errors == ("Rate limit exceeded",)
 
@@ -200,18 +275,36 @@ def test_edit_reports_path_and_change_excerpt() -> None:
 
 
 def test_write_multiedit_and_codex_patch() -> None:
-    write = compress(event("Write", {"file_path": "/home/dev/src/app/Dockerfile",
-                                     "content": "FROM python:3.12\nRUN pip install .\n"}))
+    write = compress(
+        event(
+            "Write",
+            {
+                "file_path": "/home/dev/src/app/Dockerfile",
+                "content": "FROM python:3.12\nRUN pip install .\n",
+            },
+        )
+    )
     assert (write.kind, write.title) == ("edit", "Wrote Dockerfile (2 lines)")
     assert "docker" in write.concepts and "FROM python:3.12" in write.text
-    multi = compress(event("MultiEdit", {"file_path": "src/app/auth.py", "edits": [
-        {"old_string": "def login():", "new_string": "def login(user):"},
-        {"old_string": "return None", "new_string": "return user"}]}))
+    multi = compress(
+        event(
+            "MultiEdit",
+            {
+                "file_path": "src/app/auth.py",
+                "edits": [
+                    {"old_string": "def login():", "new_string": "def login(user):"},
+                    {"old_string": "return None", "new_string": "return user"},
+                ],
+            },
+        )
+    )
     assert multi.title == "Edited src/app/auth.py"
     assert "+ def login(user):" in multi.text and "+ return user" in multi.text
-    patch = ("*** Begin Patch\n*** Update File: scripts/migrate.py\n@@\n-    run(sql)\n"
-             "+    if not args.dry_run:\n+        run(sql)\n*** Add File: tests/test_migrate.py\n"
-             "+def test_dry_run(): ...\n*** End Patch\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: scripts/migrate.py\n@@\n-    run(sql)\n"
+        "+    if not args.dry_run:\n+        run(sql)\n*** Add File: tests/test_migrate.py\n"
+        "+def test_dry_run(): ...\n*** End Patch\n"
+    )
     codex = compress(event("apply_patch", {"input": patch}, host="codex"))
     assert codex.kind == "edit"
     assert codex.files_modified == ("scripts/migrate.py", "tests/test_migrate.py")
@@ -219,32 +312,74 @@ def test_write_multiedit_and_codex_patch() -> None:
     assert "+    if not args.dry_run:" in codex.text
 
 
-@pytest.mark.parametrize(("tool", "tool_input", "kind", "title"), [
-    ("Read", {"file_path": "/home/dev/src/app/README.md"}, "read", "Read README.md"),
-    ("Grep", {"pattern": "def login", "path": "src/"}, "search", "Searched for `def login` in src/"),
-    ("Glob", {"pattern": "**/*.py"}, "search", "Searched for `**/*.py`"),
-    ("WebFetch", {"url": "https://docs.python.org/3/", "prompt": "what is new"}, "web",
-     "Fetched https://docs.python.org/3/"),
-    ("google_web_search", {"query": "pytest fixtures"}, "web",
-     "Searched the web for `pytest fixtures`"),
-    ("Task", {"description": "Find call sites", "prompt": "Find RetryPolicy users",
-              "subagent_type": "Explore"}, "agent", "Delegated to Explore agent: Find call sites"),
-    ("TodoWrite", {"todos": [{"content": "Fix test", "status": "completed"},
-                             {"content": "Write docs", "status": "pending"}]}, "note",
-     "Updated todo list (1/2 done)"),
-    ("run_shell_command", {"command": "docker compose up -d"}, "command",
-     "Ran `docker compose up -d`"),
-    ("replace", {"file_path": "jobs/export.py", "old_string": "a", "new_string": "b"}, "edit",
-     "Edited jobs/export.py"),
-])
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "kind", "title"),
+    [
+        ("Read", {"file_path": "/home/dev/src/app/README.md"}, "read", "Read README.md"),
+        (
+            "Grep",
+            {"pattern": "def login", "path": "src/"},
+            "search",
+            "Searched for `def login` in src/",
+        ),
+        ("Glob", {"pattern": "**/*.py"}, "search", "Searched for `**/*.py`"),
+        (
+            "WebFetch",
+            {"url": "https://docs.python.org/3/", "prompt": "what is new"},
+            "web",
+            "Fetched https://docs.python.org/3/",
+        ),
+        (
+            "google_web_search",
+            {"query": "pytest fixtures"},
+            "web",
+            "Searched the web for `pytest fixtures`",
+        ),
+        (
+            "Task",
+            {
+                "description": "Find call sites",
+                "prompt": "Find RetryPolicy users",
+                "subagent_type": "Explore",
+            },
+            "agent",
+            "Delegated to Explore agent: Find call sites",
+        ),
+        (
+            "TodoWrite",
+            {
+                "todos": [
+                    {"content": "Fix test", "status": "completed"},
+                    {"content": "Write docs", "status": "pending"},
+                ]
+            },
+            "note",
+            "Updated todo list (1/2 done)",
+        ),
+        (
+            "run_shell_command",
+            {"command": "docker compose up -d"},
+            "command",
+            "Ran `docker compose up -d`",
+        ),
+        (
+            "replace",
+            {"file_path": "jobs/export.py", "old_string": "a", "new_string": "b"},
+            "edit",
+            "Edited jobs/export.py",
+        ),
+    ],
+)
 def test_tool_families(tool: str, tool_input: Any, kind: str, title: str) -> None:
     result = compress(event(tool, tool_input, "ok"))
     assert (result.kind, result.title) == (kind, title)
 
 
 def test_read_lists_the_file_and_todo_text_lists_items() -> None:
-    claude_response = {"type": "text", "file": {"filePath": "src/app/auth.py",
-                                                "content": "def login(): ...", "numLines": 1}}
+    claude_response = {
+        "type": "text",
+        "file": {"filePath": "src/app/auth.py", "content": "def login(): ...", "numLines": 1},
+    }
     read = compress(event("Read", {"file_path": "src/app/auth.py"}, claude_response))
     assert read.files_read == ("src/app/auth.py",) and read.files_modified == ()
     assert "def login(): ..." in read.text
@@ -253,9 +388,15 @@ def test_read_lists_the_file_and_todo_text_lists_items() -> None:
 
 
 def test_unknown_tool_and_host_give_a_generic_tool_observation() -> None:
-    result = compress({"hookType": "after_something", "host": "brand-new-agent",
-                       "toolName": "frobnicate", "toolInput": {"level": 11, "target": "widget"},
-                       "toolOutput": {"frobnicated": True}})
+    result = compress(
+        {
+            "hookType": "after_something",
+            "host": "brand-new-agent",
+            "toolName": "frobnicate",
+            "toolInput": {"level": 11, "target": "widget"},
+            "toolOutput": {"frobnicated": True},
+        }
+    )
     assert (result.kind, result.title) == ("tool", "Called frobnicate")
     assert '"target": "widget"' in result.text and '"frobnicated": true' in result.text
 
@@ -278,8 +419,10 @@ def test_long_output_keeps_head_and_tail_within_max_chars() -> None:
     lines = [f"collected line {i}" for i in range(5000)]
     output = "START OF OUTPUT\n" + "\n".join(lines) + "\nAssertionError: boom at the end\n"
     for max_chars in (300, 800, DEFAULT_MAX_CHARS):
-        result = compress(event("Bash", {"command": "pytest"}, {"stdout": output, "exit_code": 1}),
-                          max_chars=max_chars)
+        result = compress(
+            event("Bash", {"command": "pytest"}, {"stdout": output, "exit_code": 1}),
+            max_chars=max_chars,
+        )
         assert len(result.text) <= max_chars
         assert "START OF OUTPUT" in result.text and "AssertionError: boom at the end" in result.text
         assert "chars omitted] …" in result.text
@@ -304,19 +447,35 @@ def test_clip_never_splits_a_surrogate_pair() -> None:
     assert clip("short", 100) == "short"
 
 
-@pytest.mark.parametrize("odd", [
-    None, 42, "a string", [1, [2, [3]]], {}, {"hookType": None},
-    {"hookType": 7, "toolName": ["Bash"], "toolInput": [[[[]]]], "toolOutput": 3.5},
-    {"hookType": "PostToolUse", "toolName": "Bash", "toolInput": {"command": None}},
-    {"hookType": "PostToolUse", "toolName": "Bash", "toolInput": {"command": ["ls", 3, None]}},
-    {"hookType": "PostToolUse", "toolName": "Edit", "toolInput": {"edits": 5, "file_path": 9}},
-    {"hookType": "PostToolUse", "toolName": "Read", "toolInput": "{not json",
-     "toolOutput": "x" * 3_000_000},
-    {"hookType": "PostToolUse", "toolName": "Bash", "toolInput": {"command": "'unbalanced"},
-     "toolOutput": {"stdout": "\udc80 lone surrogate", "exit_code": True}},
-    {"hookType": "UserPromptSubmit", "prompt": [{"type": "text", "text": None}, 5]},
-    {"hookType": "PostToolUse", "toolName": "x", "toolInput": {1: {2: [3] * 1000}}},
-])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        None,
+        42,
+        "a string",
+        [1, [2, [3]]],
+        {},
+        {"hookType": None},
+        {"hookType": 7, "toolName": ["Bash"], "toolInput": [[[[]]]], "toolOutput": 3.5},
+        {"hookType": "PostToolUse", "toolName": "Bash", "toolInput": {"command": None}},
+        {"hookType": "PostToolUse", "toolName": "Bash", "toolInput": {"command": ["ls", 3, None]}},
+        {"hookType": "PostToolUse", "toolName": "Edit", "toolInput": {"edits": 5, "file_path": 9}},
+        {
+            "hookType": "PostToolUse",
+            "toolName": "Read",
+            "toolInput": "{not json",
+            "toolOutput": "x" * 3_000_000,
+        },
+        {
+            "hookType": "PostToolUse",
+            "toolName": "Bash",
+            "toolInput": {"command": "'unbalanced"},
+            "toolOutput": {"stdout": "\udc80 lone surrogate", "exit_code": True},
+        },
+        {"hookType": "UserPromptSubmit", "prompt": [{"type": "text", "text": None}, 5]},
+        {"hookType": "PostToolUse", "toolName": "x", "toolInput": {1: {2: [3] * 1000}}},
+    ],
+)
 def test_odd_input_never_raises(odd: Any) -> None:
     result = compress(odd)
     assert result.kind in KINDS and result.title
@@ -337,4 +496,5 @@ def test_max_chars_edge_values() -> None:
     assert len(bash("ls", "x" * 5000).text) <= DEFAULT_MAX_CHARS
     assert len(compress(event("Bash", {"command": "ls"}, "x" * 5000), max_chars=10).text) <= 10
     assert len(compress(event("Bash", {"command": "ls"}, "x" * 5000), max_chars=0).text) <= (
-        DEFAULT_MAX_CHARS)  # nonsense limits fall back to the default
+        DEFAULT_MAX_CHARS
+    )  # nonsense limits fall back to the default

@@ -27,18 +27,31 @@ FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 ENGRAM = str(Path(sys.executable).with_name("engram"))
 
 HOST_FILES: dict[str, list[tuple[str, str]]] = {
-    "claude-code": [("claude/claude.json", ".claude.json"),
-                    ("claude/settings.json", ".claude/settings.json")],
-    "codex": [("codex/config.toml", ".codex/config.toml"), ("codex/hooks.json", ".codex/hooks.json")],
-    "cursor": [("cursor/mcp.json", ".cursor/mcp.json"), ("cursor/hooks.json", ".cursor/hooks.json")],
+    "claude-code": [
+        ("claude/claude.json", ".claude.json"),
+        ("claude/settings.json", ".claude/settings.json"),
+    ],
+    "codex": [
+        ("codex/config.toml", ".codex/config.toml"),
+        ("codex/hooks.json", ".codex/hooks.json"),
+    ],
+    "cursor": [
+        ("cursor/mcp.json", ".cursor/mcp.json"),
+        ("cursor/hooks.json", ".cursor/hooks.json"),
+    ],
     "gemini-cli": [("gemini/settings.json", ".gemini/settings.json")],
     "copilot-cli": [("copilot/mcp-config.json", ".copilot/mcp-config.json")],
     "opencode": [("opencode/opencode.json", ".config/opencode/opencode.json")],
     "zed": [("zed/settings.json", ".config/zed/settings.json")],
     "continue": [("continue/config.yaml", ".continue/config.yaml")],
-    "windsurf": [("windsurf/mcp_config.json", ".codeium/windsurf/mcp_config.json"),
-                 ("windsurf/hooks.json", ".codeium/windsurf/hooks.json")],
-    "kimi": [("kimi/mcp.json", ".kimi-code/mcp.json"), ("kimi/config.toml", ".kimi-code/config.toml")],
+    "windsurf": [
+        ("windsurf/mcp_config.json", ".codeium/windsurf/mcp_config.json"),
+        ("windsurf/hooks.json", ".codeium/windsurf/hooks.json"),
+    ],
+    "kimi": [
+        ("kimi/mcp.json", ".kimi-code/mcp.json"),
+        ("kimi/config.toml", ".kimi-code/config.toml"),
+    ],
 }
 HOOK_HOSTS = ("claude-code", "codex", "cursor", "gemini-cli", "copilot-cli", "windsurf", "kimi")
 
@@ -84,8 +97,9 @@ def parsed(path: Path) -> Any:
 def contains(big: Any, small: Any) -> bool:
     """Every entry of ``small`` is still in ``big`` (lists: every item still present)."""
     if isinstance(small, dict):
-        return isinstance(big, dict) and all(k in big and contains(big[k], v)
-                                             for k, v in small.items())
+        return isinstance(big, dict) and all(
+            k in big and contains(big[k], v) for k, v in small.items()
+        )
     if isinstance(small, list):
         return isinstance(big, list) and all(item in big for item in small)
     return bool(big == small)
@@ -127,9 +141,11 @@ def backups(path: Path) -> list[Path]:
 
 # --- the whole cycle, for every host -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("host", list(HOST_FILES))
 def test_connect_is_idempotent_and_disconnect_restores(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str], host: str) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], host: str
+) -> None:
     paths = install(env["home"], host)
     original_bytes = {p: p.read_bytes() for p in paths}
     original = {p: parsed(p) for p in paths}
@@ -147,8 +163,12 @@ def test_connect_is_idempotent_and_disconnect_restores(
     assert has_engram_server(combined)
     if host in HOOK_HOSTS:
         hook_files = list(env["home"].rglob("*")) + list(env["project"].rglob("*"))
-        commands = [c for f in hook_files if f.is_file() and "backup" not in f.name
-                    and f.suffix in (".json", ".toml") for c in engram_commands(parsed(f))]
+        commands = [
+            c
+            for f in hook_files
+            if f.is_file() and "backup" not in f.name and f.suffix in (".json", ".toml")
+            for c in engram_commands(parsed(f))
+        ]
         assert commands and all(f"hook {host} " in c for c in commands)
 
     connected_bytes = {p: p.read_bytes() for p in paths}
@@ -191,12 +211,29 @@ def test_claude_code_entries(env: dict[str, Path], capsys: pytest.CaptureFixture
 
 
 def test_stale_engram_hook_is_replaced_not_doubled(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = env["home"] / ".claude" / "settings.json"
     settings.parent.mkdir()
-    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [
-        {"type": "command", "command": "/old/venv/bin/engram hook claude-code Stop"},
-        {"type": "command", "command": "say done"}]}]}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "Stop": [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": "/old/venv/bin/engram hook claude-code Stop",
+                                },
+                                {"type": "command", "command": "say done"},
+                            ]
+                        }
+                    ]
+                }
+            }
+        )
+    )
     assert run(capsys, "connect", "claude-code", "--with-hooks")[0] == 0
     stop = parsed(settings)["hooks"]["Stop"]
     commands = engram_commands(stop)
@@ -204,8 +241,9 @@ def test_stale_engram_hook_is_replaced_not_doubled(
     assert stop[0]["hooks"] == [{"type": "command", "command": "say done"}]
 
 
-def test_comments_are_kept_in_zed_jsonc(env: dict[str, Path],
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_comments_are_kept_in_zed_jsonc(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     (path,) = install(env["home"], "zed")
     code, out, _ = run(capsys, "connect", "zed")
     assert code == 0
@@ -216,8 +254,9 @@ def test_comments_are_kept_in_zed_jsonc(env: dict[str, Path],
     assert "comments could not be kept" not in out
 
 
-def test_toml_and_yaml_keep_comments(env: dict[str, Path],
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_toml_and_yaml_keep_comments(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     codex, _ = install(env["home"], "codex")
     (continue_yaml,) = install(env["home"], "continue")
     assert run(capsys, "connect", "codex", "--with-hooks")[0] == 0
@@ -234,7 +273,8 @@ def test_toml_and_yaml_keep_comments(env: dict[str, Path],
 
 
 def test_codex_flag_set_by_the_user_survives_disconnect(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     config = env["home"] / ".codex" / "config.toml"
     config.parent.mkdir()
     config.write_text('model = "o3"\n\n[features]\ncodex_hooks = true\n')
@@ -244,7 +284,8 @@ def test_codex_flag_set_by_the_user_survives_disconnect(
 
 
 def test_dry_run_prints_a_diff_and_writes_nothing(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     paths = install(env["home"], "cursor")
     before = {p: p.read_bytes() for p in paths}
     code, out, _ = run(capsys, "connect", "cursor", "--with-hooks", "--dry-run")
@@ -258,7 +299,8 @@ def test_dry_run_prints_a_diff_and_writes_nothing(
 
 
 def test_dry_run_of_a_new_file_and_of_disconnect(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "connect", "windsurf", "--dry-run")
     assert code == 0 and "--- /dev/null" in out
     assert not (env["home"] / ".codeium").exists()
@@ -269,15 +311,23 @@ def test_dry_run_of_a_new_file_and_of_disconnect(
     assert has_engram_server(parsed(env["home"] / ".codeium/windsurf/mcp_config.json"))
 
 
-@pytest.mark.parametrize("host,target,text,line", [
-    ("claude-code", ".claude/settings.json", '{\n  "model": "opus",\n  "env": {,\n}\n', 3),
-    ("codex", ".codex/config.toml", 'model = "o3"\n[mcp_servers\n', 2),
-    ("continue", ".continue/config.yaml", "name: x\nmodels:\n  - a: [1,\n", 4),
-    ("zed", ".config/zed/settings.json", '// c\n{\n  "a": 1 "b": 2\n}\n', 3),
-])
+@pytest.mark.parametrize(
+    "host,target,text,line",
+    [
+        ("claude-code", ".claude/settings.json", '{\n  "model": "opus",\n  "env": {,\n}\n', 3),
+        ("codex", ".codex/config.toml", 'model = "o3"\n[mcp_servers\n', 2),
+        ("continue", ".continue/config.yaml", "name: x\nmodels:\n  - a: [1,\n", 4),
+        ("zed", ".config/zed/settings.json", '// c\n{\n  "a": 1 "b": 2\n}\n', 3),
+    ],
+)
 def test_invalid_file_is_a_clear_error_and_nothing_changes(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str], host: str, target: str,
-        text: str, line: int) -> None:
+    env: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    host: str,
+    target: str,
+    text: str,
+    line: int,
+) -> None:
     paths = install(env["home"], host)
     bad = env["home"] / target
     bad.write_text(text)
@@ -291,8 +341,9 @@ def test_invalid_file_is_a_clear_error_and_nothing_changes(
     assert run(capsys, "disconnect", host)[0] == 1
 
 
-def test_wrong_shape_is_a_clear_error(env: dict[str, Path],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_wrong_shape_is_a_clear_error(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = env["home"] / ".cursor" / "mcp.json"
     path.parent.mkdir()
     path.write_text('{"mcpServers": ["not", "an", "object"]}\n')
@@ -302,12 +353,16 @@ def test_wrong_shape_is_a_clear_error(env: dict[str, Path],
 
 
 def test_missing_files_and_directories_are_created(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "connect", "cursor", "--with-hooks")
     assert code == 0 and "created" in out
     mcp, hooks = env["home"] / ".cursor/mcp.json", env["home"] / ".cursor/hooks.json"
-    assert parsed(mcp) == {"mcpServers": {"engram": {"command": parsed(mcp)["mcpServers"][
-        "engram"]["command"], "args": ["mcp"]}}}
+    assert parsed(mcp) == {
+        "mcpServers": {
+            "engram": {"command": parsed(mcp)["mcpServers"]["engram"]["command"], "args": ["mcp"]}
+        }
+    }
     data = parsed(hooks)
     assert data["version"] == 1
     assert data["hooks"]["sessionStart"] == [{"command": engram_commands(data)[0]}]
@@ -317,7 +372,8 @@ def test_missing_files_and_directories_are_created(
 
 
 def test_continue_refuses_to_shadow_a_legacy_config_json(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     legacy = env["home"] / ".continue" / "config.json"
     legacy.parent.mkdir()
     legacy.write_text('{"models": []}\n')
@@ -326,8 +382,9 @@ def test_continue_refuses_to_shadow_a_legacy_config_json(
     assert not (env["home"] / ".continue" / "config.yaml").exists()
 
 
-def test_connected_json_records_hooks(env: dict[str, Path],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_connected_json_records_hooks(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     install(env["home"], "claude-code")
     assert run(capsys, "connect", "claude-code", "--with-hooks")[0] == 0
     assert run(capsys, "connect", "cursor")[0] == 0
@@ -335,8 +392,12 @@ def test_connected_json_records_hooks(env: dict[str, Path],
     assert record["claude-code"]["hooks"] == str(env["home"] / ".claude/settings.json")
     assert record["claude-code"]["mcp"] == str(env["home"] / ".claude.json")
     assert record["cursor"]["hooks"] is None
-    settings = load_settings(environ={"ENGRAM_CONFIG_DIR": str(env["config"]),
-                                      "ENGRAM_DATA_DIR": str(env["config"].parent / "data")})
+    settings = load_settings(
+        environ={
+            "ENGRAM_CONFIG_DIR": str(env["config"]),
+            "ENGRAM_DATA_DIR": str(env["config"].parent / "data"),
+        }
+    )
     assert hooks_connected(settings) == {"claude-code"}
     assert run(capsys, "connect", "claude-code")[0] == 0  # without --with-hooks: still hooked
     assert hooks_connected(settings) == {"claude-code"}
@@ -345,7 +406,8 @@ def test_connected_json_records_hooks(env: dict[str, Path],
 
 
 def test_config_option_points_at_a_specific_file(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     custom = env["project"] / "elsewhere" / "mcp.json"
     code, out, _ = run(capsys, "connect", "gemini-cli", "--config", str(custom))
     assert code == 0 and str(custom) in out
@@ -365,8 +427,9 @@ def test_project_scope(env: dict[str, Path], capsys: pytest.CaptureFixture[str])
     assert code == 2 and "no project-scope" in err
 
 
-def test_copilot_hooks_go_to_the_repository(env: dict[str, Path],
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_copilot_hooks_go_to_the_repository(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     install(env["home"], "copilot-cli")
     assert run(capsys, "connect", "copilot-cli", "--with-hooks")[0] == 0
     server = parsed(env["home"] / ".copilot/mcp-config.json")["mcpServers"]["engram"]
@@ -377,8 +440,7 @@ def test_copilot_hooks_go_to_the_repository(env: dict[str, Path],
     assert entry["type"] == "command" and entry["bash"].endswith("hook copilot-cli sessionStart")
 
 
-def test_unknown_host_and_listing(env: dict[str, Path],
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_host_and_listing(env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "connect", "notepad")
     assert code == 2 and "unknown host" in err and "claude-code" in err
     code, out, _ = run(capsys, "connect", "--list")
@@ -391,28 +453,46 @@ def test_unknown_host_and_listing(env: dict[str, Path],
 def test_real_subprocess(tmp_path: Path) -> None:
     home = tmp_path / "home"
     install(home, "cursor")
-    env = {**os.environ, "HOME": str(home), "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
-           "ENGRAM_DATA_DIR": str(tmp_path / "data"),
-           "PATH": os.path.dirname(ENGRAM) + os.pathsep + os.environ.get("PATH", "")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
+        "ENGRAM_DATA_DIR": str(tmp_path / "data"),
+        "PATH": os.path.dirname(ENGRAM) + os.pathsep + os.environ.get("PATH", ""),
+    }
     env.pop("XDG_CONFIG_HOME", None)
-    done = subprocess.run([ENGRAM, "connect", "cursor", "--with-hooks"], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [ENGRAM, "connect", "cursor", "--with-hooks"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     data = parsed(home / ".cursor/mcp.json")
     assert data["mcpServers"]["engram"]["command"] == ENGRAM  # the absolute path on PATH
     assert data["mcpServers"]["postgres"]["command"] == "npx"
     hook = parsed(home / ".cursor/hooks.json")["hooks"]["postToolUse"][0]["command"]
     assert hook == f"{ENGRAM} hook cursor postToolUse"
-    again = subprocess.run([ENGRAM, "connect", "cursor", "--with-hooks"], capture_output=True,
-                           text=True, env=env, cwd=tmp_path, timeout=60)
+    again = subprocess.run(
+        [ENGRAM, "connect", "cursor", "--with-hooks"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert again.returncode == 0 and "already connected" in again.stdout
-    helped = subprocess.run([ENGRAM, "connect", "--help"], capture_output=True, text=True,
-                            env=env, timeout=60)
+    helped = subprocess.run(
+        [ENGRAM, "connect", "--help"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert "--with-hooks" in helped.stdout and "~/.claude.json" in helped.stdout
 
 
-def test_a_file_the_user_made_is_never_deleted(env: dict[str, Path],
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_the_user_made_is_never_deleted(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = env["home"] / ".cursor" / "mcp.json"
     path.parent.mkdir()
     path.write_text('{\n  "mcpServers": {}\n}\n')
@@ -432,8 +512,10 @@ def test_hooks_config_option(env: dict[str, Path], capsys: pytest.CaptureFixture
 
 # --- files the user keeps elsewhere or writes with CRLF ------------------------------------------
 
+
 def test_a_symlinked_config_stays_a_link_and_its_target_is_edited(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Dotfile managers (stow, chezmoi, a dotfiles repository) link the config into place:
     connect edits the file the link points at and leaves the link alone."""
     claude_json, settings = install(env["home"], "claude-code")
@@ -460,7 +542,8 @@ def test_a_symlinked_config_stays_a_link_and_its_target_is_edited(
 
 
 def test_a_dangling_symlink_gets_its_target_created(
-        env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = env["home"] / ".claude" / "settings.json"
     settings.parent.mkdir()
     target = env["home"] / "dotfiles" / "settings.json"
@@ -472,8 +555,9 @@ def test_a_dangling_symlink_gets_its_target_created(
 
 
 @pytest.mark.parametrize("host", list(HOST_FILES))
-def test_crlf_line_endings_are_kept(env: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                                    host: str) -> None:
+def test_crlf_line_endings_are_kept(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], host: str
+) -> None:
     paths = install(env["home"], host)
     for path in paths:
         path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))

@@ -46,19 +46,24 @@ def assert_exactly_once(cluster: Cluster, accepted: list[str]) -> None:
     try:
         with store.read() as conn:
             stored = list(conn.execute(select(observations.c.event_id)).scalars())
-            states = dict(conn.execute(select(event_ledger.c.state, func.count())
-                                       .group_by(event_ledger.c.state)).all())
+            states = dict(
+                conn.execute(
+                    select(event_ledger.c.state, func.count()).group_by(event_ledger.c.state)
+                ).all()
+            )
         assert sorted(stored) == sorted(set(stored)), "an event was stored twice"
         assert set(stored) == set(accepted), (
-            f"missing {len(set(accepted) - set(stored))}, extra {len(set(stored) - set(accepted))}")
+            f"missing {len(set(accepted) - set(stored))}, extra {len(set(stored) - set(accepted))}"
+        )
         assert states == {"stored": len(accepted)}
         assert count_rows(store, capture_inbox) == 0
     finally:
         store.close()
 
 
-def post_stream(cluster: Cluster, project: str, count: int, accepted: list[str],
-                start: int = 0) -> None:
+def post_stream(
+    cluster: Cluster, project: str, count: int, accepted: list[str], start: int = 0
+) -> None:
     for n in range(start, start + count):
         body = observe_body(project, f"s-{n % 7}", n)
         status, answer = cluster.request("POST", "/v1/observe", body)
@@ -73,8 +78,11 @@ def test_embedded_server_end_to_end_and_restart(cluster: Any) -> None:
     post_stream(c, "demo", 60, accepted)
     wait_for(lambda: drained(c), 30, message="embedded worker to drain")
     status, found = c.request("POST", "/v1/search", {"query": "marker42x", "project": "demo"})
-    assert status == 200 and [h["id"] for h in found["items"]][:1] and \
-        found["items"][0]["text"].count("marker42x") == 1
+    assert (
+        status == 200
+        and [h["id"] for h in found["items"]][:1]
+        and found["items"][0]["text"].count("marker42x") == 1
+    )
     assert server.stop() == 0, server.output()
     assert "Stopped." in server.output()
 
@@ -111,16 +119,17 @@ BACKENDS = ["sqlite"] + (["postgresql"] if POSTGRES_URL else [])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_distributed_worker_killed_mid_stream(cluster: Any, redis_url: str,
-                                              backend: str) -> None:
+def test_distributed_worker_killed_mid_stream(cluster: Any, redis_url: str, backend: str) -> None:
     with store_url(backend) as env:
         c = cluster(ENGRAM_BROKER_URL=redis_url, **FAST_RECOVERY, **env)
         c.serve()
-        workers = [c.start("worker", "--concurrency", "1", "--name", f"w{i}@%h")
-                   for i in range(2)]
+        workers = [c.start("worker", "--concurrency", "1", "--name", f"w{i}@%h") for i in range(2)]
         c.start("beat")
-        wait_for(lambda: c.request("GET", "/v1/status")[1]["workers"]["alive"] == 2, 30,
-                 message="two workers answering")
+        wait_for(
+            lambda: c.request("GET", "/v1/status")[1]["workers"]["alive"] == 2,
+            30,
+            message="two workers answering",
+        )
         accepted: list[str] = []
         producer = threading.Thread(target=post_stream, args=(c, "dist", 400, accepted))
         producer.start()
@@ -131,8 +140,7 @@ def test_distributed_worker_killed_mid_stream(cluster: Any, redis_url: str,
         c.start("worker", "--concurrency", "1", "--name", "w0b@%h")
         wait_for(lambda: drained(c), 90, message="all work to finish after the kill")
         assert_exactly_once(c, accepted)
-        status, found = c.request("POST", "/v1/search", {"query": "marker399x",
-                                                         "project": "dist"})
+        status, found = c.request("POST", "/v1/search", {"query": "marker399x", "project": "dist"})
         assert status == 200 and found["items"]
 
 

@@ -14,14 +14,25 @@ from engram.store import Store
 
 
 def _doc(doc_id: str, body: str = "alpha beta", project: str = "p") -> KeywordDoc:
-    return KeywordDoc(doc_id=doc_id, kind="observation", project=project, body=body,
-                      created_at=1.0, session_id="s1")
+    return KeywordDoc(
+        doc_id=doc_id,
+        kind="observation",
+        project=project,
+        body=body,
+        created_at=1.0,
+        session_id="s1",
+    )
 
 
 def _rows(store: Store, target: str) -> dict[str, str]:
     with store.read() as conn:
-        return dict(conn.execute(select(derive_queue.c.doc_id, derive_queue.c.op)
-                                 .where(derive_queue.c.target == target)).all())
+        return dict(
+            conn.execute(
+                select(derive_queue.c.doc_id, derive_queue.c.op).where(
+                    derive_queue.c.target == target
+                )
+            ).all()
+        )
 
 
 def test_writes_queue_every_target_in_the_same_transaction(store: Store) -> None:
@@ -114,21 +125,28 @@ def test_migration_gives_old_documents_their_bodies(tmp_path: Path) -> None:
         conn.exec_driver_sql("DELETE FROM schema_migrations WHERE version = 5")
         conn.exec_driver_sql(
             "INSERT INTO sessions (id, project, status, started_at, summary) "
-            "VALUES ('s1', 'p', 'ended', 0, 'fixed the flaky test')")
+            "VALUES ('s1', 'p', 'ended', 0, 'fixed the flaky test')"
+        )
         conn.exec_driver_sql(
             "INSERT INTO observations (id, event_id, session_id, project, host, hook_type, kind,"
             " title, text, files_read, files_modified, commands, errors, concepts, created_at,"
             " stored_at) VALUES ('obs_1', 'e1', 's1', 'p', 'h', 'PostToolUse', 'edit', 't',"
-            " 'edited the parser', '[]', '[\"src/parser.py\"]', '[]', '[]', '[]', 0, 0)")
+            " 'edited the parser', '[]', '[\"src/parser.py\"]', '[]', '[]', '[]', 0, 0)"
+        )
         for doc_id, kind in (("obs_1", "observation"), ("sum_s1", "summary")):
-            conn.exec_driver_sql("INSERT INTO kw_docs (doc_id, kind, project, length, created_at)"
-                                 " VALUES (?, ?, 'p', 1, 0)", (doc_id, kind))
+            conn.exec_driver_sql(
+                "INSERT INTO kw_docs (doc_id, kind, project, length, created_at)"
+                " VALUES (?, ?, 'p', 1, 0)",
+                (doc_id, kind),
+            )
     assert migrate(engine) == [5]
     with engine.connect() as conn:
         bodies = dict(conn.execute(select(kw_docs.c.doc_id, kw_docs.c.body)).all())
-        queued = set(conn.execute(select(derive_queue.c.doc_id)
-                                  .where(derive_queue.c.target == "graph")).scalars())
-    assert bodies == {"obs_1": "edited the parser\nsrc/parser.py",
-                      "sum_s1": "fixed the flaky test"}
+        queued = set(
+            conn.execute(
+                select(derive_queue.c.doc_id).where(derive_queue.c.target == "graph")
+            ).scalars()
+        )
+    assert bodies == {"obs_1": "edited the parser\nsrc/parser.py", "sum_s1": "fixed the flaky test"}
     assert queued == {"obs_1", "sum_s1"}
     engine.dispose()

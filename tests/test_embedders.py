@@ -53,9 +53,14 @@ class FakeServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 payload = json.loads(body)
-                fake.requests.append({"path": self.path, "body": payload,
-                                      "auth": self.headers.get("Authorization"),
-                                      "type": self.headers.get("Content-Type")})
+                fake.requests.append(
+                    {
+                        "path": self.path,
+                        "body": payload,
+                        "auth": self.headers.get("Authorization"),
+                        "type": self.headers.get("Content-Type"),
+                    }
+                )
                 if fake.mode == "500":
                     self._send(500, b'{"error": {"message": "model exploded"}}')
                     return
@@ -65,14 +70,20 @@ class FakeServer:
                 if fake.mode == "no-data":
                     self._send(200, b'{"object": "list"}')
                     return
-                items = [{"object": "embedding", "index": i, "embedding": fake_vector(text)}
-                         for i, text in enumerate(payload["input"])]
+                items = [
+                    {"object": "embedding", "index": i, "embedding": fake_vector(text)}
+                    for i, text in enumerate(payload["input"])
+                ]
                 if fake.mode == "short":
                     items = items[:-1]
                 # answer out of index order: the client must sort by data[i].index
                 items.reverse()
-                self._send(200, json.dumps({"object": "list", "data": items,
-                                            "model": payload["model"]}).encode())
+                self._send(
+                    200,
+                    json.dumps(
+                        {"object": "list", "data": items, "model": payload["model"]}
+                    ).encode(),
+                )
 
             def _send(self, status: int, body: bytes) -> None:
                 self.send_response(status)
@@ -137,12 +148,15 @@ def test_openai_sends_the_key_only_as_bearer(server: FakeServer) -> None:
     assert "sk-test-123" not in repr(embedder)
 
 
-@pytest.mark.parametrize("mode,message", [
-    ("500", r"HTTP 500.*model exploded"),
-    ("not-json", r"malformed answer.*not JSON"),
-    ("no-data", r"malformed answer.*no 'data'"),
-    ("short", r"malformed answer.*1 embeddings for 2 inputs"),
-])
+@pytest.mark.parametrize(
+    "mode,message",
+    [
+        ("500", r"HTTP 500.*model exploded"),
+        ("not-json", r"malformed answer.*not JSON"),
+        ("no-data", r"malformed answer.*no 'data'"),
+        ("short", r"malformed answer.*1 embeddings for 2 inputs"),
+    ],
+)
 def test_openai_bad_answers_are_clear_errors(server: FakeServer, mode: str, message: str) -> None:
     server.mode = mode
     with pytest.raises(EmbedderError, match=message):
@@ -170,38 +184,58 @@ def test_settings_defaults_and_factory(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)  # the tests' default: no embedder
     assert settings.embedder == "none" and settings.embedding_batch == 32
     assert embedder_from_settings(settings) is None
-    local = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
-                                                 ENGRAM_EMBEDDING_BATCH="7"))
+    local = embedder_from_settings(
+        make_settings(tmp_path, ENGRAM_EMBEDDER="local", ENGRAM_EMBEDDING_BATCH="7")
+    )
     assert isinstance(local, LocalMiniLMEmbedder) and local.batch_size == 7
     assert (local.name, local.dim) == ("all-minilm-l6-v2-q8", 384)
     assert settings.local_model == "minilm"
-    e5 = embedder_from_settings(make_settings(tmp_path, ENGRAM_EMBEDDER="local",
-                                              ENGRAM_LOCAL_MODEL="E5-Small",
-                                              ENGRAM_EMBEDDING_BATCH="5"))
+    e5 = embedder_from_settings(
+        make_settings(
+            tmp_path,
+            ENGRAM_EMBEDDER="local",
+            ENGRAM_LOCAL_MODEL="E5-Small",
+            ENGRAM_EMBEDDING_BATCH="5",
+        )
+    )
     assert isinstance(e5, LocalE5Embedder) and e5.batch_size == 5
     assert (e5.name, e5.dim) == ("multilingual-e5-small-q4", 384)
-    remote = embedder_from_settings(make_settings(
-        tmp_path, ENGRAM_EMBEDDER="OpenAI", ENGRAM_EMBEDDING_URL="http://127.0.0.1:11434/v1",
-        ENGRAM_EMBEDDING_MODEL="nomic-embed-text", ENGRAM_EMBEDDING_API_KEY="k",
-        ENGRAM_EMBEDDING_TIMEOUT_SECONDS="2.5"))
+    remote = embedder_from_settings(
+        make_settings(
+            tmp_path,
+            ENGRAM_EMBEDDER="OpenAI",
+            ENGRAM_EMBEDDING_URL="http://127.0.0.1:11434/v1",
+            ENGRAM_EMBEDDING_MODEL="nomic-embed-text",
+            ENGRAM_EMBEDDING_API_KEY="k",
+            ENGRAM_EMBEDDING_TIMEOUT_SECONDS="2.5",
+        )
+    )
     assert isinstance(remote, OpenAIEmbedder)
     assert (remote.url, remote.model, remote.timeout) == (
-        "http://127.0.0.1:11434/v1/embeddings", "nomic-embed-text", 2.5)
+        "http://127.0.0.1:11434/v1/embeddings",
+        "nomic-embed-text",
+        2.5,
+    )
 
 
-@pytest.mark.parametrize("name,value", [
-    ("ENGRAM_EMBEDDER", "sentence-transformers"), ("ENGRAM_EMBEDDING_BATCH", "0"),
-    ("ENGRAM_LOCAL_MODEL", "bge-large"),
-    ("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "-3"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("ENGRAM_EMBEDDER", "sentence-transformers"),
+        ("ENGRAM_EMBEDDING_BATCH", "0"),
+        ("ENGRAM_LOCAL_MODEL", "bge-large"),
+        ("ENGRAM_EMBEDDING_TIMEOUT_SECONDS", "-3"),
+    ],
+)
 def test_bad_embedding_settings_name_the_variable(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         make_settings(tmp_path, **{name: value})
 
 
 def test_local_missing_files_say_what_to_install(tmp_path: Path) -> None:
-    embedder = LocalMiniLMEmbedder(model_path=tmp_path / "nope.onnx",
-                                   tokenizer_path=tmp_path / "nope.json")
+    embedder = LocalMiniLMEmbedder(
+        model_path=tmp_path / "nope.onnx", tokenizer_path=tmp_path / "nope.json"
+    )
     with pytest.raises(EmbedderError, match="cannot load the model"):
         embedder.embed(["x"])
     from engram.embedders import local
@@ -221,7 +255,7 @@ SENTENCES = [
     "def add(a, b):\n    return a + b",
     "SELECT id, name FROM users WHERE created_at > NOW() - INTERVAL '7 days';",
     "TypeError: 'NoneType' object is not subscriptable",
-    "Traceback (most recent call last):\n  File \"app.py\", line 12, in <module>\n    main()",
+    'Traceback (most recent call last):\n  File "app.py", line 12, in <module>\n    main()',
     "git rebase -i HEAD~3 && git push --force-with-lease",
     "The migration adds a NOT NULL column with a default, which rewrites the table on PostgreSQL 10.",
     "Use exponential backoff when the broker is unavailable; give up after six attempts.",
@@ -257,17 +291,25 @@ def test_local_vectors(local: LocalMiniLMEmbedder) -> None:
 
 
 def test_local_related_sentences_are_closer(local: LocalMiniLMEmbedder) -> None:
-    a, b, c = np.array(local.embed([
-        "How do I fix a failing database migration?",
-        "The schema migration broke; how can I repair it?",
-        "My favourite fruit is a ripe mango.",
-    ]))
+    a, b, c = np.array(
+        local.embed(
+            [
+                "How do I fix a failing database migration?",
+                "The schema migration broke; how can I repair it?",
+                "My favourite fruit is a ripe mango.",
+            ]
+        )
+    )
     assert a @ b > a @ c + 0.3 and a @ b > b @ c + 0.3
-    code, same, other = np.array(local.embed([
-        "def read_config(path): return json.load(open(path))",
-        "function that loads a JSON configuration file from disk",
-        "the football match ended in a draw",
-    ]))
+    code, same, other = np.array(
+        local.embed(
+            [
+                "def read_config(path): return json.load(open(path))",
+                "function that loads a JSON configuration file from disk",
+                "the football match ended in a draw",
+            ]
+        )
+    )
     assert code @ same > code @ other
 
 
@@ -316,9 +358,14 @@ def test_local_loads_once_across_threads() -> None:
     from engram.embedders import local as module
 
     results: list[object] = []
-    threads = [threading.Thread(target=lambda: results.append(
-        module._runtime(default_model_path(), module.default_tokenizer_path(), 1)))
-        for _ in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                module._runtime(default_model_path(), module.default_tokenizer_path(), 1)
+            )
+        )
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -336,8 +383,10 @@ def test_local_matches_reference(local: LocalMiniLMEmbedder) -> None:
     expected = reference.embed(SENTENCES)
     actual = np.array(local.embed(SENTENCES))
     cosines = (expected * actual).sum(axis=1)
-    print(f"\nint8 ONNX vs fp32 reference: min cosine {cosines.min():.5f}, "
-          f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences")
+    print(
+        f"\nint8 ONNX vs fp32 reference: min cosine {cosines.min():.5f}, "
+        f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences"
+    )
     assert cosines.min() >= 0.99, dict(zip(SENTENCES, cosines.round(5), strict=True))
     # not a degenerate agreement: unrelated texts are far apart in both
     assert float(expected[0] @ expected[4]) < 0.5 and float(actual[0] @ actual[4]) < 0.5
@@ -384,11 +433,15 @@ def test_embed_queries_falls_back_to_embed(local: LocalMiniLMEmbedder) -> None:
 
 
 def test_e5_ranks_the_relevant_passage_first(e5: LocalE5Embedder) -> None:
-    passages = np.array(e5.embed([
-        "The schema migration failed because the column already existed; we dropped it first.",
-        "My favourite fruit is a ripe mango.",
-        "The football match ended in a draw after extra time.",
-    ]))
+    passages = np.array(
+        e5.embed(
+            [
+                "The schema migration failed because the column already existed; we dropped it first.",
+                "My favourite fruit is a ripe mango.",
+                "The football match ended in a draw after extra time.",
+            ]
+        )
+    )
     query = np.array(e5.embed_query(["how did we fix the failing database migration?"])[0])
     scores = passages @ query
     assert int(scores.argmax()) == 0 and scores[0] > scores[1:].max() + 0.03
@@ -424,8 +477,10 @@ def test_e5_matches_reference(e5: LocalE5Embedder) -> None:
     expected = passages.embed(SENTENCES)
     actual = np.array(e5.embed(SENTENCES))
     cosines = (expected * actual).sum(axis=1)
-    print(f"\ne5 engine vs float64 reference: min cosine {cosines.min():.5f}, "
-          f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences")
+    print(
+        f"\ne5 engine vs float64 reference: min cosine {cosines.min():.5f}, "
+        f"mean {cosines.mean():.5f} over {len(SENTENCES)} sentences"
+    )
     assert cosines.min() >= 0.999, dict(zip(SENTENCES, cosines.round(5), strict=True))
     queries = reference_e5_q4(e5_model_path(), prefix="query: ")
     expected_queries = queries.embed(SENTENCES[:4])

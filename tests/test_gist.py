@@ -9,14 +9,23 @@ from engram.observations import index_body
 
 def pytest_run_body() -> str:
     passing = "\n".join(f"tests/test_api.py::test_case_{n} PASSED" for n in range(200))
-    output = (f"{passing}\n_____ test_login_ok _____\n    def test_login_ok(client):\n"
-              ">       assert session['user_id'] == 7\nE       KeyError: 'user_id'\n"
-              "FAILED tests/test_login.py::test_login_ok - KeyError: 'user_id'\n"
-              "1 failed, 200 passed in 3.2s")
-    return index_body(compress({
-        "host": "claude-code", "hookType": "PostToolUse", "toolName": "Bash",
-        "toolInput": {"command": "pytest -q tests/"},
-        "toolOutput": {"stdout": output, "exit_code": 1}}))
+    output = (
+        f"{passing}\n_____ test_login_ok _____\n    def test_login_ok(client):\n"
+        ">       assert session['user_id'] == 7\nE       KeyError: 'user_id'\n"
+        "FAILED tests/test_login.py::test_login_ok - KeyError: 'user_id'\n"
+        "1 failed, 200 passed in 3.2s"
+    )
+    return index_body(
+        compress(
+            {
+                "host": "claude-code",
+                "hookType": "PostToolUse",
+                "toolName": "Bash",
+                "toolInput": {"command": "pytest -q tests/"},
+                "toolOutput": {"stdout": output, "exit_code": 1},
+            }
+        )
+    )
 
 
 def test_observation_gist_is_short_and_keeps_title_and_errors() -> None:

@@ -23,75 +23,131 @@ from tests.test_compress import HOST_FIXTURES, normalised
 Expected = set[tuple[str, str, str]]  # (type, key, role)
 
 EXTRACTION: list[tuple[str, str, dict[str, Any], Expected, set[str]]] = [
-    ("pytest failure",
-     "Ran `pytest tests/test_client.py -q` (exit 1)\n$ pytest tests/test_client.py -q\n"
-     "FAILED tests/test_client.py::test_retry - AssertionError: 0.1 != 0.5\n1 failed, 3 passed",
-     {"commands": ["pytest tests/test_client.py -q"]},
-     {("file", "tests/test_client.py", "mentions"), ("error", "assertionerror", "mentions"),
-      ("command", "pytest", "runs"), ("symbol", "test_retry", "mentions")},
-     {"test_client", "0.1", "failed"}),
-    ("absolute path inside the project, from the columns",
-     "Edited acme/client.py\n- backoff = 0.1\n+ backoff = 0.5",
-     {"project": "/home/dev/src/acme-api",
-      "files_modified": ["/home/dev/src/acme-api/acme/client.py"],
-      "files_read": ["./docs//retry.md"]},
-     {("file", "acme/client.py", "edits"), ("file", "docs/retry.md", "reads")},
-     {"/home/dev/src/acme-api/acme/client.py", "backoff"}),
-    ("imports and installs",
-     "import os, sys\nfrom sqlalchemy.orm import Session\nimport numpy as np\n"
-     "const _ = require('lodash');\nimport React from 'react'\nimport {a} from './local'\n"
-     "$ pip install requests==2.31 'httpx[http2]>=0.27' -r requirements.txt && "
-     "npm i @types/node@18 left-pad",
-     {},
-     {("package", "os", "mentions"), ("package", "sqlalchemy", "mentions"),
-      ("package", "numpy", "mentions"), ("package", "lodash", "mentions"),
-      ("package", "react", "mentions"), ("package", "requests", "mentions"),
-      ("package", "httpx", "mentions"), ("package", "@types/node", "mentions"),
-      ("package", "left-pad", "mentions"), ("command", "pip install", "mentions"),
-      ("command", "npm install", "mentions"), ("file", "requirements.txt", "mentions")},
-     {"./local", "local", "np", "2.31"}),
-    ("error types and codes",
-     "sqlalchemy.exc.IntegrityError: UNIQUE constraint failed\nKeyError: 'x'\n"
-     "error[E0308]: mismatched types\nerror TS2322: Type 'string'\nGET /api -> HTTP 404\n"
-     "OSError: [Errno 2] ENOENT\nbash: rg: command not found",
-     {},
-     {("error", "integrityerror", "mentions"), ("error", "keyerror", "mentions"),
-      ("error", "e0308", "mentions"), ("error", "ts2322", "mentions"),
-      ("error", "http 404", "mentions"), ("error", "enoent", "mentions"),
-      ("error", "oserror", "mentions"), ("error", "command not found", "mentions")},
-     {"error", "unique", "sqlalchemy.exc.integrityerror"}),
-    ("symbols, not ids, domains or prose",
-     "KeywordIndex.search calls drain_graph() and compress(); see engram.derive.claim and "
-     "self.store, e.g. on github.com. Ids obs_e54b5c950961a603394187d7, "
-     "toolu_01Jm5sK2pQ8rT1vW4xY7zA9b. The Parser is getUserById-ish.",
-     {},
-     {("symbol", "keywordindex.search", "mentions"), ("symbol", "drain_graph", "mentions"),
-      ("symbol", "compress", "mentions"), ("symbol", "engram.derive.claim", "mentions"),
-      ("symbol", "getuserbyid", "mentions")},
-     {"github.com", "e.g", "self.store", "obs_e54b5c950961a603394187d7",
-      "toolu_01jm5sk2pq8rt1vw4xy7za9b", "the", "parser"}),
-    ("shell lines: programs with their sub-commands, wrappers and builtins dropped",
-     "$ cd app && git commit -m 'fix' | tee log; python -m pytest -q; FOO=1 make lint",
-     {"concepts": ["git", "test"]},
-     {("command", "git commit", "mentions"), ("command", "tee", "mentions"),
-      ("command", "pytest", "mentions"), ("command", "make lint", "mentions"),
-      ("concept", "git", "mentions"), ("concept", "test", "mentions")},
-     {"cd", "python", "foo=1", "fix"}),
-    ("summary with code spans, Windows paths and URLs",
-     "Request: add retry\nCommands:\n- `pytest -q tests/test_api.py`\n- `git push origin main`\n"
-     "Files: C:\\Users\\me\\acme-api\\Makefile, .gitignore; see https://example.com/a/b.py",
-     {"project": "acme-api"},
-     {("command", "pytest", "mentions"), ("command", "git push", "mentions"),
-      ("file", "tests/test_api.py", "mentions"), ("file", "makefile", "mentions"),
-      ("file", ".gitignore", "mentions")},
-     {"a/b.py", "b.py", "example.com", "/users/me/acme-api/makefile"}),
+    (
+        "pytest failure",
+        "Ran `pytest tests/test_client.py -q` (exit 1)\n$ pytest tests/test_client.py -q\n"
+        "FAILED tests/test_client.py::test_retry - AssertionError: 0.1 != 0.5\n1 failed, 3 passed",
+        {"commands": ["pytest tests/test_client.py -q"]},
+        {
+            ("file", "tests/test_client.py", "mentions"),
+            ("error", "assertionerror", "mentions"),
+            ("command", "pytest", "runs"),
+            ("symbol", "test_retry", "mentions"),
+        },
+        {"test_client", "0.1", "failed"},
+    ),
+    (
+        "absolute path inside the project, from the columns",
+        "Edited acme/client.py\n- backoff = 0.1\n+ backoff = 0.5",
+        {
+            "project": "/home/dev/src/acme-api",
+            "files_modified": ["/home/dev/src/acme-api/acme/client.py"],
+            "files_read": ["./docs//retry.md"],
+        },
+        {("file", "acme/client.py", "edits"), ("file", "docs/retry.md", "reads")},
+        {"/home/dev/src/acme-api/acme/client.py", "backoff"},
+    ),
+    (
+        "imports and installs",
+        "import os, sys\nfrom sqlalchemy.orm import Session\nimport numpy as np\n"
+        "const _ = require('lodash');\nimport React from 'react'\nimport {a} from './local'\n"
+        "$ pip install requests==2.31 'httpx[http2]>=0.27' -r requirements.txt && "
+        "npm i @types/node@18 left-pad",
+        {},
+        {
+            ("package", "os", "mentions"),
+            ("package", "sqlalchemy", "mentions"),
+            ("package", "numpy", "mentions"),
+            ("package", "lodash", "mentions"),
+            ("package", "react", "mentions"),
+            ("package", "requests", "mentions"),
+            ("package", "httpx", "mentions"),
+            ("package", "@types/node", "mentions"),
+            ("package", "left-pad", "mentions"),
+            ("command", "pip install", "mentions"),
+            ("command", "npm install", "mentions"),
+            ("file", "requirements.txt", "mentions"),
+        },
+        {"./local", "local", "np", "2.31"},
+    ),
+    (
+        "error types and codes",
+        "sqlalchemy.exc.IntegrityError: UNIQUE constraint failed\nKeyError: 'x'\n"
+        "error[E0308]: mismatched types\nerror TS2322: Type 'string'\nGET /api -> HTTP 404\n"
+        "OSError: [Errno 2] ENOENT\nbash: rg: command not found",
+        {},
+        {
+            ("error", "integrityerror", "mentions"),
+            ("error", "keyerror", "mentions"),
+            ("error", "e0308", "mentions"),
+            ("error", "ts2322", "mentions"),
+            ("error", "http 404", "mentions"),
+            ("error", "enoent", "mentions"),
+            ("error", "oserror", "mentions"),
+            ("error", "command not found", "mentions"),
+        },
+        {"error", "unique", "sqlalchemy.exc.integrityerror"},
+    ),
+    (
+        "symbols, not ids, domains or prose",
+        "KeywordIndex.search calls drain_graph() and compress(); see engram.derive.claim and "
+        "self.store, e.g. on github.com. Ids obs_e54b5c950961a603394187d7, "
+        "toolu_01Jm5sK2pQ8rT1vW4xY7zA9b. The Parser is getUserById-ish.",
+        {},
+        {
+            ("symbol", "keywordindex.search", "mentions"),
+            ("symbol", "drain_graph", "mentions"),
+            ("symbol", "compress", "mentions"),
+            ("symbol", "engram.derive.claim", "mentions"),
+            ("symbol", "getuserbyid", "mentions"),
+        },
+        {
+            "github.com",
+            "e.g",
+            "self.store",
+            "obs_e54b5c950961a603394187d7",
+            "toolu_01jm5sk2pq8rt1vw4xy7za9b",
+            "the",
+            "parser",
+        },
+    ),
+    (
+        "shell lines: programs with their sub-commands, wrappers and builtins dropped",
+        "$ cd app && git commit -m 'fix' | tee log; python -m pytest -q; FOO=1 make lint",
+        {"concepts": ["git", "test"]},
+        {
+            ("command", "git commit", "mentions"),
+            ("command", "tee", "mentions"),
+            ("command", "pytest", "mentions"),
+            ("command", "make lint", "mentions"),
+            ("concept", "git", "mentions"),
+            ("concept", "test", "mentions"),
+        },
+        {"cd", "python", "foo=1", "fix"},
+    ),
+    (
+        "summary with code spans, Windows paths and URLs",
+        "Request: add retry\nCommands:\n- `pytest -q tests/test_api.py`\n- `git push origin main`\n"
+        "Files: C:\\Users\\me\\acme-api\\Makefile, .gitignore; see https://example.com/a/b.py",
+        {"project": "acme-api"},
+        {
+            ("command", "pytest", "mentions"),
+            ("command", "git push", "mentions"),
+            ("file", "tests/test_api.py", "mentions"),
+            ("file", "makefile", "mentions"),
+            ("file", ".gitignore", "mentions"),
+        },
+        {"a/b.py", "b.py", "example.com", "/users/me/acme-api/makefile"},
+    ),
 ]
 
 
-@pytest.mark.parametrize("body,columns,expected,absent", [c[1:] for c in EXTRACTION],
-                         ids=[c[0] for c in EXTRACTION])
-def test_extraction(body: str, columns: dict[str, Any], expected: Expected,
-                    absent: set[str]) -> None:
+@pytest.mark.parametrize(
+    "body,columns,expected,absent", [c[1:] for c in EXTRACTION], ids=[c[0] for c in EXTRACTION]
+)
+def test_extraction(
+    body: str, columns: dict[str, Any], expected: Expected, absent: set[str]
+) -> None:
     found = graph.extract(body, **columns)
     got = {(e.type, e.key, e.role) for e in found}
     assert expected <= got, f"missing {expected - got}"
@@ -106,20 +162,33 @@ def test_extraction_is_capped_and_keeps_the_most_specific_first() -> None:
     assert (found[0].type, found[0].key, found[0].role) == ("file", "src/core.py", "edits")
 
 
-@pytest.mark.parametrize("fixture,expected", [
-    ("claude-code-PostToolUse-Edit.json", {("file", "acme/client.py", "edits")}),
-    ("claude-code-PostToolUse.json", {("file", "tests/test_client.py", "mentions"),
-                                      ("command", "pytest", "runs")}),
-    ("claude-code-PostToolUseFailure.json", {("command", "make lint", "runs")}),
-    ("codex-PostToolUse.json", {("file", "scripts/migrate.py", "mentions"),
-                                ("command", "python", "runs")}),
-])
+@pytest.mark.parametrize(
+    "fixture,expected",
+    [
+        ("claude-code-PostToolUse-Edit.json", {("file", "acme/client.py", "edits")}),
+        (
+            "claude-code-PostToolUse.json",
+            {("file", "tests/test_client.py", "mentions"), ("command", "pytest", "runs")},
+        ),
+        ("claude-code-PostToolUseFailure.json", {("command", "make lint", "runs")}),
+        (
+            "codex-PostToolUse.json",
+            {("file", "scripts/migrate.py", "mentions"), ("command", "python", "runs")},
+        ),
+    ],
+)
 def test_extraction_from_real_host_payloads(fixture: str, expected: Expected) -> None:
     payload = normalised(HOST_FIXTURES / fixture)
     c = compress(payload)
-    found = graph.extract(observations.index_body(c), project=payload["project"],
-                          files_read=c.files_read, files_modified=c.files_modified,
-                          commands=c.commands, errors=c.errors, concepts=c.concepts)
+    found = graph.extract(
+        observations.index_body(c),
+        project=payload["project"],
+        files_read=c.files_read,
+        files_modified=c.files_modified,
+        commands=c.commands,
+        errors=c.errors,
+        concepts=c.concepts,
+    )
     assert expected <= {(e.type, e.key, e.role) for e in found}
 
 
@@ -128,30 +197,65 @@ def test_extraction_from_real_host_payloads(fixture: str, expected: Expected) ->
 _SEQ = iter(range(1_000_000))
 
 
-def observe(store: Store, project: str, session: str, tool: str, tool_input: Any,
-            tool_output: Any = None, agent: str | None = None) -> str:
+def observe(
+    store: Store,
+    project: str,
+    session: str,
+    tool: str,
+    tool_input: Any,
+    tool_output: Any = None,
+    agent: str | None = None,
+) -> str:
     """Store one observation the way the observe task does (its index write queues graph work)."""
     n = next(_SEQ)
-    payload = {"eventId": f"{project}-{session}-{n}", "sessionId": session, "project": project,
-               "host": "claude-code", "hookType": "PostToolUse", "toolName": tool,
-               "toolInput": tool_input, "toolOutput": tool_output, "agentId": agent,
-               "timestamp": 1_700_000_000.0 + n}
+    payload = {
+        "eventId": f"{project}-{session}-{n}",
+        "sessionId": session,
+        "project": project,
+        "host": "claude-code",
+        "hookType": "PostToolUse",
+        "toolName": tool,
+        "toolInput": tool_input,
+        "toolOutput": tool_output,
+        "agentId": agent,
+        "timestamp": 1_700_000_000.0 + n,
+    }
     event = Event.from_payload(payload)
     with store.write() as conn:
         observations.store(conn, store.keyword, event, compress(payload))
     return event.observation_id
 
 
-def edit(store: Store, project: str, session: str, path: str, new: str = "x = 1",
-         agent: str | None = None) -> str:
-    return observe(store, project, session, "Edit",
-                   {"file_path": path, "old_string": "x = 0", "new_string": new}, agent=agent)
+def edit(
+    store: Store,
+    project: str,
+    session: str,
+    path: str,
+    new: str = "x = 1",
+    agent: str | None = None,
+) -> str:
+    return observe(
+        store,
+        project,
+        session,
+        "Edit",
+        {"file_path": path, "old_string": "x = 0", "new_string": new},
+        agent=agent,
+    )
 
 
-def run(store: Store, project: str, session: str, command: str, out: str = "",
-        agent: str | None = None) -> str:
-    return observe(store, project, session, "Bash", {"command": command},
-                   {"stdout": out, "exit_code": 1 if "Error" in out else 0}, agent=agent)
+def run(
+    store: Store, project: str, session: str, command: str, out: str = "", agent: str | None = None
+) -> str:
+    return observe(
+        store,
+        project,
+        session,
+        "Bash",
+        {"command": command},
+        {"stdout": out, "exit_code": 1 if "Error" in out else 0},
+        agent=agent,
+    )
 
 
 def semantic_graph(store: Store) -> dict[str, set[tuple[Any, ...]]]:
@@ -159,21 +263,28 @@ def semantic_graph(store: Store) -> dict[str, set[tuple[Any, ...]]]:
     with store.read() as conn:
         names = {r.id: (r.project, r.type, r.key) for r in conn.execute(select(graph_entities))}
         return {
-            "entities": {(*names[r.id], r.doc_count) for r in conn.execute(
-                select(graph_entities))},
-            "mentions": {(r.doc_id, names[r.entity_id], r.role, r.agent, r.session_id)
-                         for r in conn.execute(select(graph_mentions))},
-            "edges": {(names[r.src], names[r.dst], r.relation, r.agent, r.weight)
-                      for r in conn.execute(select(graph_edges))},
-            "members": {(r.session_id, r.agent, names[r.entity_id], r.refs, r.paired)
-                        for r in conn.execute(select(graph_session_members))},
+            "entities": {(*names[r.id], r.doc_count) for r in conn.execute(select(graph_entities))},
+            "mentions": {
+                (r.doc_id, names[r.entity_id], r.role, r.agent, r.session_id)
+                for r in conn.execute(select(graph_mentions))
+            },
+            "edges": {
+                (names[r.src], names[r.dst], r.relation, r.agent, r.weight)
+                for r in conn.execute(select(graph_edges))
+            },
+            "members": {
+                (r.session_id, r.agent, names[r.entity_id], r.refs, r.paired)
+                for r in conn.execute(select(graph_session_members))
+            },
         }
 
 
 def raw_graph(store: Store) -> list[list[tuple[Any, ...]]]:
     with store.read() as conn:
-        return [sorted(tuple(r) for r in conn.execute(select(t))) for t in (
-            graph_entities, graph_mentions, graph_edges, graph_session_members)]
+        return [
+            sorted(tuple(r) for r in conn.execute(select(t)))
+            for t in (graph_entities, graph_mentions, graph_edges, graph_session_members)
+        ]
 
 
 def test_build_session_and_edits_relations(store: Store) -> None:
@@ -186,8 +297,11 @@ def test_build_session_and_edits_relations(store: Store) -> None:
     session, error = ("p", "session", "s1"), ("p", "error", "valueerror")
     assert (session, parser, "edits", "", 1) in g["edges"]
     assert (parser, session, "edited_in", "", 1) in g["edges"]
-    assert {(parser, lexer, "same_session", "", 1), (lexer, error, "same_session", "", 1),
-            (error, parser, "same_session", "", 1)} <= g["edges"]
+    assert {
+        (parser, lexer, "same_session", "", 1),
+        (lexer, error, "same_session", "", 1),
+        (error, parser, "same_session", "", 1),
+    } <= g["edges"]
     assert (("p", "file", "tests/test_parser.py"), error, "co_occurs", "", 1) in g["edges"]
     assert ("p", "session", "s1", 3) in g["entities"]
     with store.read() as conn:
@@ -213,8 +327,13 @@ def test_apply_is_idempotent_and_a_delete_removes_exactly_its_contribution(store
     assert raw_graph(store) == before_raw
 
     # add a document that shares entities, then forget it: back to exactly the graph before
-    extra = run(store, "p", "s1", "pytest tests/test_parser.py src/parser.py",
-                "KeyError: 'k'\nValueError: again")
+    extra = run(
+        store,
+        "p",
+        "s1",
+        "pytest tests/test_parser.py src/parser.py",
+        "KeyError: 'k'\nValueError: again",
+    )
     drain_graph(store)
     during = semantic_graph(store)
     assert during != before and ("p", "error", "keyerror", 1) in during["entities"]
@@ -230,8 +349,9 @@ def test_apply_is_idempotent_and_a_delete_removes_exactly_its_contribution(store
     assert raw_graph(store) == [[], [], [], []]
 
 
-def test_session_pairing_is_capped_and_stays_exact(store: Store,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_session_pairing_is_capped_and_stays_exact(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(graph, "MAX_SESSION_PAIRED", 2)
     ids = {f"src/f{i}.py": edit(store, "p", "s1", f"src/f{i}.py") for i in range(4)}
     drain_graph(store)
@@ -239,7 +359,9 @@ def test_session_pairing_is_capped_and_stays_exact(store: Store,
     paired = sorted(m[2][2] for m in g["members"] if m[4])
     assert len(paired) == 2 and len(g["members"]) == 4
     assert {(e[0][2], e[1][2]) for e in g["edges"] if e[2] == "same_session"} == {
-        (paired[0], paired[1]), (paired[1], paired[0])}
+        (paired[0], paired[1]),
+        (paired[1], paired[0]),
+    }
     with store.write() as conn:
         store.keyword.delete(conn, ids[paired[0]])
     drain_graph(store)
@@ -248,8 +370,9 @@ def test_session_pairing_is_capped_and_stays_exact(store: Store,
     assert not any(e[2] == "same_session" for e in g["edges"])  # its partner is alone now
     newcomer = edit(store, "p", "s1", "src/late.py")
     drain_graph(store)
-    assert {(e[0][2], e[1][2]) for e in semantic_graph(store)["edges"]
-            if e[2] == "same_session"} == {(paired[1], "src/late.py"), ("src/late.py", paired[1])}
+    assert {
+        (e[0][2], e[1][2]) for e in semantic_graph(store)["edges"] if e[2] == "same_session"
+    } == {(paired[1], "src/late.py"), ("src/late.py", paired[1])}
     assert newcomer
 
 
@@ -268,8 +391,7 @@ def test_stream_ranks_the_rare_file_above_the_common_one(store: Store) -> None:
         assert both in [h.doc_id for h in hits]
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
         assert graph.stream(conn, "nothing known here at all", Scope("p"), 10) == []
-        assert graph.stream(conn, "rare_module.py", Scope("p"), 10,
-                            kinds=("memory",)) == []
+        assert graph.stream(conn, "rare_module.py", Scope("p"), 10, kinds=("memory",)) == []
 
 
 def test_stream_reaches_neighbours_at_a_lower_weight(store: Store) -> None:
@@ -290,14 +412,19 @@ def test_scope_isolation(store: Store) -> None:
     shared = edit(store, "p", "s5", "src/common_ground.py")
     drain_graph(store)
     with store.read() as conn:
+
         def ids(scope: Scope, text: str) -> set[str]:
             return {h.doc_id for h in graph.stream(conn, text, scope, 50)}
 
         # (neighbours bring in other visible documents: the shared one, through "python")
         a1 = Scope("p", "a1")
         assert graph.stream(conn, "shared_name.py", a1, 50)[0].doc_id == mine
-        for text in ("shared_name.py", "secret_plan.py", "common_ground.py python",
-                     "shared_name.py secret_plan.py"):
+        for text in (
+            "shared_name.py",
+            "secret_plan.py",
+            "common_ground.py python",
+            "shared_name.py secret_plan.py",
+        ):
             assert not ids(a1, text) & {theirs, only_a2, other_project}, text
             assert not ids(Scope("q"), text) - {other_project}, text
         assert ids(Scope("p", "a1"), "secret_plan.py") == set()
@@ -331,7 +458,9 @@ def test_query_neighbourhood_two_hops(store: Store) -> None:
         session = graph.query(conn, Scope("p"), name="s1", type="session")
     assert [(e["type"], e["key"]) for e in one.entities] == [("file", "tests/test_db.py")]
     assert {(n["key"], n["relation"], n["depth"]) for n in one.neighbours} >= {
-        ("integrityerror", "co_occurs", 1), ("pytest", "co_occurs", 1)}
+        ("integrityerror", "co_occurs", 1),
+        ("pytest", "co_occurs", 1),
+    }
     assert ("src/db/models.py", 2) in {(n["key"], n["depth"]) for n in two.neighbours}
     assert all(n["depth"] == 1 for n in one.neighbours)
     assert [e["name"] for e in session.entities] == ["s1"]
@@ -345,15 +474,32 @@ def test_query_neighbourhood_two_hops(store: Store) -> None:
 def test_observe_then_graph_query_through_the_gateway(api: Api, project: str) -> None:
     session = f"{project}-s1"
     events = [
-        {"toolName": "Edit", "toolInput": {"file_path": f"/home/dev/{project}/src/billing.py",
-                                           "old_string": "a", "new_string": "b"}},
-        {"toolName": "Bash", "toolInput": {"command": "pytest tests/test_billing.py"},
-         "toolOutput": {"stdout": "ZeroDivisionError: division by zero", "exit_code": 1}},
+        {
+            "toolName": "Edit",
+            "toolInput": {
+                "file_path": f"/home/dev/{project}/src/billing.py",
+                "old_string": "a",
+                "new_string": "b",
+            },
+        },
+        {
+            "toolName": "Bash",
+            "toolInput": {"command": "pytest tests/test_billing.py"},
+            "toolOutput": {"stdout": "ZeroDivisionError: division by zero", "exit_code": 1},
+        },
     ]
     for n, extra in enumerate(events):
-        status, body = api.post("/v1/observe", {
-            "eventId": f"{session}:{n}", "sessionId": session, "project": project,
-            "host": "claude-code", "hookType": "PostToolUse", **extra})
+        status, body = api.post(
+            "/v1/observe",
+            {
+                "eventId": f"{session}:{n}",
+                "sessionId": session,
+                "project": project,
+                "host": "claude-code",
+                "hookType": "PostToolUse",
+                **extra,
+            },
+        )
         assert status == 201, body
     api.wait_drained()
 
@@ -368,20 +514,26 @@ def test_observe_then_graph_query_through_the_gateway(api: Api, project: str) ->
     assert {(session, "edited_in"), ("zerodivisionerror", "same_session")} <= relations
     assert body["items"][0]["kind"] == "observation" and "billing" in body["items"][0]["text"]
 
-    status, body = api.post("/v1/graph/query", {"project": project, "query":
-                                                "ZeroDivisionError in billing", "depth": 2})
+    status, body = api.post(
+        "/v1/graph/query", {"project": project, "query": "ZeroDivisionError in billing", "depth": 2}
+    )
     assert status == 200 and {e["key"] for e in body["entities"]} >= {"zerodivisionerror"}
     status, body = api.post("/v1/graph/query", {"project": "elsewhere", "entity": "billing.py"})
     assert status == 200 and body == {"entities": [], "neighbours": [], "items": []}
 
 
-@pytest.mark.parametrize("body,fields", [
-    ({"project": "p"}, {"entity"}),
-    ({"project": "p", "entity": "", "depth": 3, "limit": 0}, {"entity", "depth", "limit"}),
-    ({"project": "p", "entity": "x", "query": "y"}, {"query"}),
-    ({"project": "p", "query": 5, "type": "planet", "depth": True, "limit": "10"},
-     {"query", "type", "depth", "limit"}),
-])
+@pytest.mark.parametrize(
+    "body,fields",
+    [
+        ({"project": "p"}, {"entity"}),
+        ({"project": "p", "entity": "", "depth": 3, "limit": 0}, {"entity", "depth", "limit"}),
+        ({"project": "p", "entity": "x", "query": "y"}, {"query"}),
+        (
+            {"project": "p", "query": 5, "type": "planet", "depth": True, "limit": "10"},
+            {"query", "type", "depth", "limit"},
+        ),
+    ],
+)
 def test_graph_query_validation(api: Api, body: dict[str, Any], fields: set[str]) -> None:
     status, answer = api.post("/v1/graph/query", body)
     assert status == 422
@@ -417,8 +569,13 @@ def test_concurrent_graph_drains_do_not_deadlock(store: Store, caplog: Any) -> N
     from engram import derive
 
     for n in range(120):
-        run(store, "p", f"s{n % 6}", f"pytest tests/test_mod{n % 9}.py -q",
-            f"FAILED tests/test_mod{n % 9}.py::test_case - ValueError: bad\\n1 failed")
+        run(
+            store,
+            "p",
+            f"s{n % 6}",
+            f"pytest tests/test_mod{n % 9}.py -q",
+            f"FAILED tests/test_mod{n % 9}.py::test_case - ValueError: bad\\n1 failed",
+        )
         edit(store, "p", f"s{n % 6}", f"src/mod{n % 9}.py", new=f"x = {n}")
     errors: list[BaseException] = []
 

@@ -30,11 +30,19 @@ def fixture(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-def hook(env: dict[str, str], host: str, event: str, payload: Any,
-         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def hook(
+    env: dict[str, str], host: str, event: str, payload: Any, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     stdin = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run([ENGRAM, "hook", host, event], input=stdin, env=env, text=True,
-                          capture_output=True, timeout=30, cwd=cwd)
+    return subprocess.run(
+        [ENGRAM, "hook", host, event],
+        input=stdin,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=30,
+        cwd=cwd,
+    )
 
 
 def engram(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -82,25 +90,48 @@ def tool_call(n: int, session: str = SESSION) -> dict[str, Any]:
 
 
 def test_every_claude_code_event_is_stored_once_and_session_start_gets_context(
-        cluster: Cluster) -> None:
+    cluster: Cluster,
+) -> None:
     cluster.serve()
-    events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
-              "PostToolUse-Edit", "PostToolUseFailure", "PreCompact", "Stop", "SubagentStop"]
+    events = [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUse-Edit",
+        "PostToolUseFailure",
+        "PreCompact",
+        "Stop",
+        "SubagentStop",
+    ]
     for name in events:
-        result = hook(cluster.env, "claude-code", name.removesuffix("-Edit"),
-                      fixture(f"claude-code-{name}"))
+        result = hook(
+            cluster.env, "claude-code", name.removesuffix("-Edit"), fixture(f"claude-code-{name}")
+        )
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
         # nothing is known of the project yet: nothing is injected, not even an empty block
         assert result.stdout == ""
     # Replays of the tool calls (same tool_use_id): the gateway recognises them.
     for name in ("PostToolUse", "PreToolUse"):
-        assert hook(cluster.env, "claude-code", name, fixture(f"claude-code-{name}")).returncode == 0
+        assert (
+            hook(cluster.env, "claude-code", name, fixture(f"claude-code-{name}")).returncode == 0
+        )
     wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) >= 8)
     stored = observations(cluster, SESSION)
     hooks = sorted(o["hookType"] for o in stored)
-    assert hooks == sorted(["UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUse",
-                            "PostToolUseFailure", "PreCompact", "Stop", "SubagentStop"])
+    assert hooks == sorted(
+        [
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "PostToolUse",
+            "PostToolUseFailure",
+            "PreCompact",
+            "Stop",
+            "SubagentStop",
+        ]
+    )
     assert not spooled(cluster)
 
     result = hook(cluster.env, "claude-code", "SessionEnd", fixture("claude-code-SessionEnd"))
@@ -164,8 +195,11 @@ def test_a_later_hook_drains_the_spool_in_a_detached_child(cluster: Cluster) -> 
     assert len(spooled(cluster)) == 3
     cluster.serve()
     assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(3)).returncode == 0
-    wait_for(lambda: not spooled(cluster) and settled(cluster)
-             and len(observations(cluster, SESSION)) == 4)
+    wait_for(
+        lambda: (
+            not spooled(cluster) and settled(cluster) and len(observations(cluster, SESSION)) == 4
+        )
+    )
     calls = sorted(o["commands"][0] for o in observations(cluster, SESSION))
     assert calls == [f"pytest tests/test_{n}.py -q" for n in range(4)]
 
@@ -175,8 +209,11 @@ def test_the_server_drains_the_spool_when_it_starts(cluster: Cluster) -> None:
         assert hook(cluster.env, "claude-code", "PostToolUse", tool_call(n)).returncode == 0
     assert len(spooled(cluster)) == 3
     proc = cluster.serve()
-    wait_for(lambda: not spooled(cluster) and settled(cluster)
-             and len(observations(cluster, SESSION)) == 3)
+    wait_for(
+        lambda: (
+            not spooled(cluster) and settled(cluster) and len(observations(cluster, SESSION)) == 3
+        )
+    )
     assert "spool:   hook events spooled on this machine" in proc.output()
 
 
@@ -192,13 +229,13 @@ def test_a_frozen_gateway_costs_the_hook_its_budget_not_more(cluster: Cluster) -
     assert result.returncode == 0 and result.stdout == ""
     assert 1.4 < took < 1.5 + 2.5, took  # ENGRAM_HOOK_TIMEOUT_SECONDS=1.5, plus start-up
     assert [r["body"]["eventId"] for r in spooled(cluster)] == [
-        f"claude-code:{SESSION}:PostToolUse:toolu_0001"]
+        f"claude-code:{SESSION}:PostToolUse:toolu_0001"
+    ]
     assert engram(cluster.env, "capture", "--drain").returncode == 0
     wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 1)
 
 
-def test_a_full_inbox_503_spools_and_the_drain_delivers_once_workers_run(
-        tmp_path: Path) -> None:
+def test_a_full_inbox_503_spools_and_the_drain_delivers_once_workers_run(tmp_path: Path) -> None:
     redis_url = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
     if not redis_available(redis_url):
         if os.environ.get("CI"):
@@ -207,8 +244,9 @@ def test_a_full_inbox_503_spools_and_the_drain_delivers_once_workers_run(
     import redis
 
     redis.Redis.from_url(redis_url).flushdb()
-    cluster = Cluster(tmp_path, ENGRAM_BROKER_URL=redis_url, ENGRAM_INBOX_MAX="2",
-                      ENGRAM_PROJECT="acme-api")
+    cluster = Cluster(
+        tmp_path, ENGRAM_BROKER_URL=redis_url, ENGRAM_INBOX_MAX="2", ENGRAM_PROJECT="acme-api"
+    )
     try:
         cluster.serve()  # distributed mode, no worker yet: the inbox fills
         for n in range(4):
@@ -218,8 +256,7 @@ def test_a_full_inbox_503_spools_and_the_drain_delivers_once_workers_run(
         wait_for(lambda: settled(cluster), timeout=60)
         drained = engram(cluster.env, "capture", "--drain")
         assert drained.returncode == 0, drained.stdout + drained.stderr
-        wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 4,
-                 timeout=60)
+        wait_for(lambda: settled(cluster) and len(observations(cluster, SESSION)) == 4, timeout=60)
     finally:
         cluster.stop_all()
 
@@ -273,8 +310,12 @@ def test_capture_filters_and_output_bound(cluster: Cluster) -> None:
     cluster.serve()
     own = tool_call(1) | {"tool_name": "mcp__engram__search", "tool_use_id": "toolu_own"}
     assert hook(cluster.env, "claude-code", "PostToolUse", own).returncode == 0
-    env = {**cluster.env, "ENGRAM_CAPTURE_ALLOW": "Bash,Edit", "ENGRAM_CAPTURE_DENY": "",
-           "ENGRAM_CAPTURE_MAX_OUTPUT_CHARS": "1000"}
+    env = {
+        **cluster.env,
+        "ENGRAM_CAPTURE_ALLOW": "Bash,Edit",
+        "ENGRAM_CAPTURE_DENY": "",
+        "ENGRAM_CAPTURE_MAX_OUTPUT_CHARS": "1000",
+    }
     read = tool_call(2) | {"tool_name": "Read", "tool_use_id": "toolu_read"}
     assert hook(env, "claude-code", "PostToolUse", read).returncode == 0
     big = tool_call(3) | {"tool_response": {"stdout": "x" * 50_000 + "THE-END"}}
@@ -297,8 +338,11 @@ def test_spool_bounds_are_counted_and_a_dead_drains_batch_is_resent(cluster: Clu
     directory = spool_dir(cluster)
     leftover = dict(kept[0], body=dict(kept[0]["body"], eventId="claude-code:left:over:1"))
     (directory / "draining-999999.jsonl").write_text(json.dumps(leftover) + "\n")
-    old = dict(kept[0], spooledAt=time.time() - 8 * 24 * 3600,
-               body=dict(kept[0]["body"], eventId="claude-code:too:old:1"))
+    old = dict(
+        kept[0],
+        spooledAt=time.time() - 8 * 24 * 3600,
+        body=dict(kept[0]["body"], eventId="claude-code:too:old:1"),
+    )
     with open(directory / "events.jsonl", "a") as out:
         out.write(json.dumps(old) + "\n")
     shown = engram(env, "capture")
@@ -319,18 +363,36 @@ def test_the_hook_imports_only_the_standard_library_and_its_adapter(cluster: Clu
         "main(['hook', 'claude-code', 'PostToolUse'])\n"
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], input=json.dumps(tool_call(1)),
-                            env=cluster.env, text=True, capture_output=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(tool_call(1)),
+        env=cluster.env,
+        text=True,
+        capture_output=True,
+        timeout=30,
+    )
     loaded = json.loads(result.stderr.strip().splitlines()[-1])
     outside = {m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names}
     ours = {m for m in outside if m.split(".")[0] == "engram"}
-    assert outside - ours <= {"__main__", "_distutils_hack",
-                             "__editable___engram_0_1_0_finder"}, outside
+    assert outside - ours <= {"__main__", "_distutils_hack", "__editable___engram_0_1_0_finder"}, (
+        outside
+    )
     assert {m for m in ours if m.startswith("engram.agents.adapters.")} <= {
-        "engram.agents.adapters.claude_code", "engram.agents.adapters._common"}
+        "engram.agents.adapters.claude_code",
+        "engram.agents.adapters._common",
+    }
     assert "engram.privacy" not in ours  # the scrubber loads only when an event is spooled
-    for heavy in ("flask", "celery", "sqlalchemy", "chromadb", "typing", "dataclasses",
-                  "urllib.request", "http.client", "ssl"):
+    for heavy in (
+        "flask",
+        "celery",
+        "sqlalchemy",
+        "chromadb",
+        "typing",
+        "dataclasses",
+        "urllib.request",
+        "http.client",
+        "ssl",
+    ):
         assert heavy not in loaded, heavy
 
 

@@ -27,8 +27,13 @@ def test_lane_yields_to_capture_then_catches_up(store: Store, tmp_path: Path) ->
     assert graph_pending(store) == 60
     busy = threading.Event()
     busy.set()
-    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
-                          capture_busy=busy.is_set, vector_batch=8, graph_batch=10)
+    derived = DerivedLane(
+        store,
+        Vectors(make_settings(tmp_path), store),
+        capture_busy=busy.is_set,
+        vector_batch=8,
+        graph_batch=10,
+    )
     derived.start()
     try:
         derived.kick()
@@ -45,22 +50,31 @@ def test_lane_yields_to_capture_then_catches_up(store: Store, tmp_path: Path) ->
 def test_lane_never_starves_behind_endless_capture(store: Store, tmp_path: Path) -> None:
     for n in range(5):
         edit(store, "p", "s2", f"lib/part_{n}.py")
-    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
-                          capture_busy=lambda: True, vector_batch=8, graph_batch=10)
+    derived = DerivedLane(
+        store,
+        Vectors(make_settings(tmp_path), store),
+        capture_busy=lambda: True,
+        vector_batch=8,
+        graph_batch=10,
+    )
     derived.start()
     try:
         started = time.monotonic()
         derived.kick()
-        wait_for(lambda: graph_pending(store) == 0, 10 * lane.MAX_YIELD_SECONDS,
-                 message="one step after the longest yield")
+        wait_for(
+            lambda: graph_pending(store) == 0,
+            10 * lane.MAX_YIELD_SECONDS,
+            message="one step after the longest yield",
+        )
         assert time.monotonic() - started >= lane.MAX_YIELD_SECONDS * 0.9
     finally:
         derived.stop(5)
 
 
 def test_lane_stops_promptly(store: Store, tmp_path: Path) -> None:
-    derived = DerivedLane(store, Vectors(make_settings(tmp_path), store),
-                          capture_busy=lambda: False, vector_batch=8)
+    derived = DerivedLane(
+        store, Vectors(make_settings(tmp_path), store), capture_busy=lambda: False, vector_batch=8
+    )
     derived.start()
     started = time.monotonic()
     derived.stop(5)

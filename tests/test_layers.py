@@ -32,8 +32,9 @@ def source_files() -> dict[str, Path]:
     for folder in ("engram", *DOORS):
         base = REPO / folder
         for path in sorted(base.rglob("*.py")):
-            if "__pycache__" in path.parts or any(p.is_symlink() for p in
-                                                  _parents_within(path, base)):
+            if "__pycache__" in path.parts or any(
+                p.is_symlink() for p in _parents_within(path, base)
+            ):
                 continue
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -53,7 +54,8 @@ def _parents_within(path: Path, base: Path) -> Iterator[Path]:
 def _type_checking_only(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
@@ -76,7 +78,7 @@ def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
                 package = module.split(".")
                 if not is_package:
                     package.pop()
-                package = package[:len(package) - (node.level - 1)]
+                package = package[: len(package) - (node.level - 1)]
                 base = ".".join(package + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
@@ -157,8 +159,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_each_door_is_a_subpackage_of_the_one_namespace() -> None:
     for door in DOORS:
         link = REPO / "engram" / door
-        assert link.is_symlink() and os.readlink(link) == f"../{door}", \
+        assert link.is_symlink() and os.readlink(link) == f"../{door}", (
             f"engram/{door} must be the relative symlink ../{door}"
+        )
         assert (link / "__init__.py").is_file()
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'include = ["engram*"]' in pyproject  # one top-level package in the wheel
@@ -171,12 +174,16 @@ def test_no_module_imports_a_door_by_its_bare_name() -> None:
 
 def test_the_core_imports_no_door_and_no_door_imports_the_root() -> None:
     graph, _ = import_graph()
-    wrong = sorted(f"{source} -> {target}" for source, targets in graph.items()
-                   for target in targets
-                   if (layer(source) == "core" and layer(target) != "core")
-                   or (layer(source) not in ("core", ROOT) and layer(target) == ROOT))
-    assert wrong == [], "the core imports no door; only engram.cli imports engram.cli:\n" \
-        + "\n".join(wrong)
+    wrong = sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if (layer(source) == "core" and layer(target) != "core")
+        or (layer(source) not in ("core", ROOT) and layer(target) == ROOT)
+    )
+    assert wrong == [], (
+        "the core imports no door; only engram.cli imports engram.cli:\n" + "\n".join(wrong)
+    )
 
 
 def test_no_import_cycles() -> None:
@@ -190,9 +197,11 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     path = tmp_path / "mod.py"
-    path.write_text("from typing import TYPE_CHECKING\nfrom . import x\nfrom ..y import z\n"
-                    "if TYPE_CHECKING:\n    import engram.api\n"
-                    "def f():\n    import engram.tasks.app\n")
+    path.write_text(
+        "from typing import TYPE_CHECKING\nfrom . import x\nfrom ..y import z\n"
+        "if TYPE_CHECKING:\n    import engram.api\n"
+        "def f():\n    import engram.tasks.app\n"
+    )
     names = [n for n, _ in imported_names("engram.pkg.mod", path)]
     assert "engram.pkg.x" in names and "engram.y.z" in names
     assert "engram.tasks.app" in names and "engram.api" not in names
@@ -202,13 +211,18 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
 def picture() -> str:
     """Arrows between folders (how many module imports each), the largest modules."""
     graph, _ = import_graph()
-    arrows = Counter((layer(s), layer(t)) for s, targets in graph.items() for t in targets
-                     if layer(s) != layer(t))
+    arrows = Counter(
+        (layer(s), layer(t))
+        for s, targets in graph.items()
+        for t in targets
+        if layer(s) != layer(t)
+    )
     lines = ["arrows between folders (module imports):"]
     lines += [f"  {a} -> {b}: {n}" for (a, b), n in sorted(arrows.items())]
     lines.append(f"cycles: {cycles(graph) or 'none'}")
-    sizes = sorted(((sum(1 for _ in p.open()), n) for n, p in source_files().items()),
-                   reverse=True)[:10]
+    sizes = sorted(
+        ((sum(1 for _ in p.open()), n) for n, p in source_files().items()), reverse=True
+    )[:10]
     lines.append("largest modules (lines): " + ", ".join(f"{n} {c}" for c, n in sizes))
     return "\n".join(lines)
 

@@ -23,8 +23,7 @@ CORE = ["save_memory", "recall", "search", "get_context", "get_observations", "s
 
 @asynccontextmanager
 async def session(env: dict[str, str], *args: str) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=ENGRAM, args=["mcp", *args], env=env,
-                                   cwd=str(REPO))
+    params = StdioServerParameters(command=ENGRAM, args=["mcp", *args], env=env, cwd=str(REPO))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
         yield client
@@ -53,24 +52,45 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> None:
     cluster.serve()
-    body = {"sessionId": "mcp-s1", "project": "shop", "host": "claude-code",
-            "hookType": "PostToolUse", "toolName": "Bash", "eventId": "mcp-e1",
-            "toolInput": {"command": "pytest tests/test_export.py"},
-            "toolOutput": {"stdout": "MemoryError in export() at read_all"}}
+    body = {
+        "sessionId": "mcp-s1",
+        "project": "shop",
+        "host": "claude-code",
+        "hookType": "PostToolUse",
+        "toolName": "Bash",
+        "eventId": "mcp-e1",
+        "toolInput": {"command": "pytest tests/test_export.py"},
+        "toolOutput": {"stdout": "MemoryError in export() at read_all"},
+    }
     status, accepted = cluster.request("POST", "/v1/observe", body)
     assert status == 201
-    status, read = cluster.request("POST", "/v1/observe", {
-        **body, "eventId": "mcp-e2", "toolName": "Read", "toolOutput": "def export(): ...",
-        "toolInput": {"file_path": "/home/dev/shop/app/export.py"}})
+    status, read = cluster.request(
+        "POST",
+        "/v1/observe",
+        {
+            **body,
+            "eventId": "mcp-e2",
+            "toolName": "Read",
+            "toolOutput": "def export(): ...",
+            "toolInput": {"file_path": "/home/dev/shop/app/export.py"},
+        },
+    )
     assert status == 201
-    wait_for(lambda: len(cluster.request("GET", "/v1/sessions/mcp-s1/observations")[1]
-                         .get("items", [])) == 2)
+    wait_for(
+        lambda: (
+            len(cluster.request("GET", "/v1/sessions/mcp-s1/observations")[1].get("items", [])) == 2
+        )
+    )
 
     async def scenario() -> None:
         async with session(cluster.env) as client:
             assert [t.name for t in (await client.list_tools()).tools] == CORE
-            saved = await call(client, "save_memory", project="shop",
-                               content="The nightly export OOMs: stream rows with fetchmany")
+            saved = await call(
+                client,
+                "save_memory",
+                project="shop",
+                content="The nightly export OOMs: stream rows with fetchmany",
+            )
             assert saved["mode"] == "gateway" and saved["memory"]["id"].startswith("mem_")
             found = await call(client, "recall", query="nightly export", project="shop")
             assert found["mode"] == "gateway" and found["searchMode"] == "keyword"
@@ -78,8 +98,9 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
             smart = await call(client, "search", query="export memory error", project="shop")
             assert smart["searchMode"] == "hybrid"
             assert accepted["observationId"] in [h["id"] for h in smart["hits"]]
-            got = await call(client, "get_observations",
-                             ids=[accepted["observationId"], "obs_missing"])
+            got = await call(
+                client, "get_observations", ids=[accepted["observationId"], "obs_missing"]
+            )
             assert got["observations"][0]["toolInput"] == body["toolInput"]
             assert got["notFound"] == ["obs_missing"]
             context = await call(client, "get_context", project="shop", query="export")
@@ -92,38 +113,52 @@ def test_tools_resources_and_prompts_through_the_gateway(cluster: Cluster) -> No
 
             resources = {r.uri for r in (await client.list_resources()).resources}
             assert "engram://status" in {str(u) for u in resources}
-            templates = {t.uri_template for t in
-                         (await client.list_resource_templates()).resource_templates}
+            templates = {
+                t.uri_template for t in (await client.list_resource_templates()).resource_templates
+            }
             assert "engram://projects/{project}/memories/latest" in templates
             latest = await client.read_resource("engram://projects/shop/memories/latest")
             assert "fetchmany" in latest.contents[0].text
             prompts = {p.name for p in (await client.list_prompts()).prompts}
             assert prompts == {"recall_context", "session_handoff"}
-            prompt = await client.get_prompt("recall_context", {"task": "fix the export",
-                                                                "project": "shop"})
+            prompt = await client.get_prompt(
+                "recall_context", {"task": "fix the export", "project": "shop"}
+            )
             assert "fetchmany" in prompt.messages[0].content.text
-            recent = json.loads((await client.read_resource(
-                "engram://projects/shop/observations/recent")).contents[0].text)
-            assert [o["id"] for o in recent] == [read["observationId"],
-                                                 accepted["observationId"]]  # newest first
+            recent = json.loads(
+                (await client.read_resource("engram://projects/shop/observations/recent"))
+                .contents[0]
+                .text
+            )
+            assert [o["id"] for o in recent] == [
+                read["observationId"],
+                accepted["observationId"],
+            ]  # newest first
 
         async with session(cluster.env, "--tools", "all") as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert set(CORE) < set(names) and len(names) == 18
             history = await call(client, "file_history", path="app/export.py", project="shop")
             assert [o["id"] for o in history["items"]] == [read["observationId"]]
-            assert (await call(client, "file_history", path="tests/test_export.py",
-                               project="shop"))["items"] == []  # only named in a command
+            assert (
+                await call(client, "file_history", path="tests/test_export.py", project="shop")
+            )["items"] == []  # only named in a command
             profile = await call(client, "project_profile", project="shop")
             assert profile["profile"]["observations"] == 2
             sessions = await call(client, "list_sessions", project="shop")
             assert [s["id"] for s in sessions["items"]] == ["mcp-s1"]
             timeline = await call(client, "session_timeline", session_id="mcp-s1")
-            assert [o["id"] for o in timeline["items"]] == [accepted["observationId"],
-                                                            read["observationId"]]
+            assert [o["id"] for o in timeline["items"]] == [
+                accepted["observationId"],
+                read["observationId"],
+            ]
             memory = (await call(client, "list_memories", project="shop"))["items"][0]
-            updated = await call(client, "update_memory", memory_id=memory["id"],
-                                 content="The nightly export OOMs: use a server-side cursor")
+            updated = await call(
+                client,
+                "update_memory",
+                memory_id=memory["id"],
+                content="The nightly export OOMs: use a server-side cursor",
+            )
             assert updated["memory"]["version"] == 2
             forgotten = await call(client, "forget", item_id=memory["id"], reason="test")
             assert forgotten["forgotten"] == memory["id"]
@@ -159,8 +194,9 @@ def test_with_the_gateway_stopped_save_and_recall_work_locally(cluster: Cluster)
 
     async def offline() -> str:
         async with session(env) as client:
-            saved = await call(client, "save_memory", project="shop",
-                               content="Deploys freeze on Fridays after 3pm")
+            saved = await call(
+                client, "save_memory", project="shop", content="Deploys freeze on Fridays after 3pm"
+            )
             assert saved["mode"] == "local"
             found = await call(client, "recall", query="deploy freeze", project="shop")
             assert found["mode"] == "local"
@@ -182,11 +218,15 @@ def test_with_the_gateway_stopped_save_and_recall_work_locally(cluster: Cluster)
 
 
 def test_a_remote_gateway_that_does_not_answer_is_an_error_not_a_local_store(
-        cluster: Cluster) -> None:
+    cluster: Cluster,
+) -> None:
     """A local store is another store than a team's gateway: what an agent saved there would
     never reach the team. Nor is a store created that nothing would read."""
-    env = {**cluster.env, "ENGRAM_URL": "http://engram-gateway.invalid:8737",
-           "ENGRAM_SECRET": "team-secret"}
+    env = {
+        **cluster.env,
+        "ENGRAM_URL": "http://engram-gateway.invalid:8737",
+        "ENGRAM_SECRET": "team-secret",
+    }
 
     async def scenario() -> None:
         async with session(env) as client:
@@ -215,8 +255,10 @@ def test_docs_tool_reference_is_generated_from_the_code() -> None:
     from engram.agents.mcp_server import REFERENCE_END, REFERENCE_START, reference_markdown
 
     text = (REPO / "docs" / "mcp.md").read_text()
-    assert REFERENCE_START in text and REFERENCE_END in text, \
+    assert REFERENCE_START in text and REFERENCE_END in text, (
         "docs/mcp.md lacks the generated tool reference markers"
+    )
     current = text.split(REFERENCE_START, 1)[1].split(REFERENCE_END, 1)[0]
-    assert current.strip() == reference_markdown().strip(), \
+    assert current.strip() == reference_markdown().strip(), (
         "docs/mcp.md's tool reference is stale: run `python -m engram.agents.mcp_server --reference`"
+    )

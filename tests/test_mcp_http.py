@@ -30,16 +30,21 @@ from engram.api import auth, errors, mcp_http
 from tests.support import Api, Cluster
 
 CORE = ["save_memory", "recall", "search", "get_context", "get_observations", "status"]
-JSONRPC_HEADERS = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream"}
+JSONRPC_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+}
 
 
 @asynccontextmanager
 async def mcp_session(url: str, secret: str, **headers: str) -> AsyncIterator[ClientSession]:
     """An initialized SDK client session over streamable HTTP, sending the bearer secret."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}", **headers})
-    async with http, streamable_http_client(url, http_client=http) as (read, write), \
-            ClientSession(read, write) as session:
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -66,6 +71,7 @@ async def error_of(session: ClientSession, tool: str, **arguments: Any) -> str:
 
 # --- against a real `engram serve` ----------------------------------------------------------
 
+
 @pytest.fixture
 def cluster(served: Cluster) -> Cluster:
     return served
@@ -78,11 +84,14 @@ def test_tools_over_http_save_then_recall(cluster: Cluster) -> None:
             info = session.initialize_result
             assert info is not None and info.server_info.name == "engram"
             assert [t.name for t in (await session.list_tools()).tools] == CORE
-            saved = await call(session, "save_memory", project="shop",
-                               content="The nightly export OOMs: stream rows with fetchmany")
+            saved = await call(
+                session,
+                "save_memory",
+                project="shop",
+                content="The nightly export OOMs: stream rows with fetchmany",
+            )
             assert saved["mode"] == "gateway" and saved["memory"]["id"].startswith("mem_")
-            found = await call(session, "recall", query="nightly export fetchmany",
-                               project="shop")
+            found = await call(session, "recall", query="nightly export fetchmany", project="shop")
             assert found["mode"] == "gateway"
             assert saved["memory"]["id"] in [hit["id"] for hit in found["hits"]]
             status = await call(session, "status")
@@ -92,7 +101,8 @@ def test_tools_over_http_save_then_recall(cluster: Cluster) -> None:
     # the same memory through REST: MCP and REST are one store behind one gateway
     status, listed = cluster.request("GET", "/v1/memories?project=shop")
     assert status == 200 and [m["content"] for m in listed["items"]] == [
-        "The nightly export OOMs: stream rows with fetchmany"]
+        "The nightly export OOMs: stream rows with fetchmany"
+    ]
 
 
 @pytest.mark.slow
@@ -117,24 +127,37 @@ def test_tool_errors_are_error_results_with_a_clear_message(cluster: Cluster) ->
 @pytest.mark.slow
 def test_auth_and_origin_apply_to_mcp(cluster: Cluster) -> None:
     url = cluster.url + "/mcp"
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"}}}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
     with httpx2.Client(timeout=10) as http:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             answer = http.post(url, json=initialize, headers={**JSONRPC_HEADERS, **headers})
             assert answer.status_code == 401
             assert answer.json()["error"]["code"] == "unauthorized"
         bearer = {"Authorization": f"Bearer {cluster.secret}"}
-        answer = http.post(url, json=initialize, headers={
-            **JSONRPC_HEADERS, **bearer, "Origin": "https://evil.example"})
+        answer = http.post(
+            url,
+            json=initialize,
+            headers={**JSONRPC_HEADERS, **bearer, "Origin": "https://evil.example"},
+        )
         assert answer.status_code == 403
         assert answer.json()["error"]["code"] == "origin_not_allowed"
         # loopback Host and Origin headers pass the SDK's transport checks too
         port = cluster.url.rsplit(":", 1)[1]
         for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            answer = http.post(url, json=initialize, headers={
-                **JSONRPC_HEADERS, **bearer, "Host": host, "Origin": f"http://{host}"})
+            answer = http.post(
+                url,
+                json=initialize,
+                headers={**JSONRPC_HEADERS, **bearer, "Host": host, "Origin": f"http://{host}"},
+            )
             assert answer.status_code == 200, answer.text
             assert answer.json()["result"]["serverInfo"]["name"] == "engram"
             assert answer.headers["content-type"].startswith("application/json")
@@ -150,8 +173,9 @@ def test_concurrent_clients(cluster: Cluster) -> None:
 
     async def one(n: int, results: dict[int, Any]) -> None:
         async with mcp_session(cluster.url + "/mcp", cluster.secret) as session:
-            saved = await call(session, "save_memory", project="conc",
-                               content=f"Client {n} remembers marker{n}zz")
+            saved = await call(
+                session, "save_memory", project="conc", content=f"Client {n} remembers marker{n}zz"
+            )
             found = await call(session, "recall", query=f"marker{n}zz", project="conc")
             results[n] = (saved["memory"]["id"], [hit["id"] for hit in found["hits"]])
 
@@ -214,7 +238,8 @@ def served_mount() -> Iterator[tuple[str, Flask, threading.Barrier]]:
 
 
 def test_requests_from_several_threads_run_at_once(
-        served_mount: tuple[str, Flask, threading.Barrier]) -> None:
+    served_mount: tuple[str, Flask, threading.Barrier],
+) -> None:
     url, app, barrier = served_mount
 
     async def client(n: int) -> str:
@@ -248,8 +273,9 @@ def test_in_process_through_the_gateway(own_api: Api) -> None:
     app = own_api.client.application
     request = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
     try:
-        response = own_api.client.post("/mcp", json=request,
-                                       headers={**own_api.headers, **JSONRPC_HEADERS})
+        response = own_api.client.post(
+            "/mcp", json=request, headers={**own_api.headers, **JSONRPC_HEADERS}
+        )
         assert response.status_code == 200, response.get_data(as_text=True)
         assert response.get_json()["id"] == 7
         assert [t["name"] for t in response.get_json()["result"]["tools"]] == CORE
@@ -271,11 +297,15 @@ def test_without_the_sdk_mcp_answers_501(own_api: Api, monkeypatch: pytest.Monke
 
 
 def test_oversized_body_gets_the_gateways_json_413(
-        served_mount: tuple[str, Flask, threading.Barrier]) -> None:
+    served_mount: tuple[str, Flask, threading.Barrier],
+) -> None:
     url = served_mount[0]
-    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "pad": "' + b"x" * (1 << 20) + b'"}'
+    body = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "pad": "' + b"x" * (1 << 20) + b'"}'
+    )
     with httpx2.Client(timeout=10) as http:
-        answer = http.post(url, content=body,
-                           headers={**JSONRPC_HEADERS, "Authorization": f"Bearer {SECRET}"})
+        answer = http.post(
+            url, content=body, headers={**JSONRPC_HEADERS, "Authorization": f"Bearer {SECRET}"}
+        )
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "payload_too_large"

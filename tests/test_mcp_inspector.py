@@ -33,8 +33,10 @@ def inspector() -> Path:
     if not shutil.which("node") or not shutil.which("npm"):
         reason = "node/npm not found: the MCP Inspector CLI cannot run"
     else:
-        reason = (f"the MCP Inspector is not installed at {INSPECTOR}: run "
-                  "`bash infra/dev/install.sh dev` (it needs the npm registry)")
+        reason = (
+            f"the MCP Inspector is not installed at {INSPECTOR}: run "
+            "`bash infra/dev/install.sh dev` (it needs the npm registry)"
+        )
     if os.environ.get("CI") == "true" and shutil.which("npm"):
         pytest.fail(f"{reason} (CI=true and npm exists, so this is not skipped)")
     pytest.skip(reason)
@@ -52,8 +54,15 @@ def run(cluster: Cluster, server: list[str], *args: str) -> tuple[int, Any, str]
     home = cluster.tmp / "home"
     home.mkdir(exist_ok=True)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "NO_COLOR": "1"}
-    done = subprocess.run([str(inspector()), "--cli", *args, *server], env=env, cwd=cluster.tmp,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    done = subprocess.run(
+        [str(inspector()), "--cli", *args, *server],
+        env=env,
+        cwd=cluster.tmp,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
     try:
         output = json.loads(done.stdout) if done.stdout.strip() else None
     except json.JSONDecodeError:
@@ -64,10 +73,19 @@ def run(cluster: Cluster, server: list[str], *args: str) -> tuple[int, Any, str]
 def stdio(cluster: Cluster) -> list[str]:
     """`engram mcp` as the Inspector starts it. Its stdio transport passes only a few variables
     (PATH, HOME, ...) to the server, so Engram's go in with -e, as in a host's config block."""
-    env = {"ENGRAM_URL": cluster.url, "ENGRAM_CONFIG_DIR": cluster.env["ENGRAM_CONFIG_DIR"],
-           "ENGRAM_DATA_DIR": cluster.env["ENGRAM_DATA_DIR"], "ENGRAM_EMBEDDER": "none"}
+    env = {
+        "ENGRAM_URL": cluster.url,
+        "ENGRAM_CONFIG_DIR": cluster.env["ENGRAM_CONFIG_DIR"],
+        "ENGRAM_DATA_DIR": cluster.env["ENGRAM_DATA_DIR"],
+        "ENGRAM_EMBEDDER": "none",
+    }
     return [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")] + [
-        "--transport", "stdio", "--", ENGRAM, "mcp"]
+        "--transport",
+        "stdio",
+        "--",
+        ENGRAM,
+        "mcp",
+    ]
 
 
 def http(cluster: Cluster, secret: str | None = None) -> list[str]:
@@ -86,23 +104,46 @@ def test_inspector_over_stdio(cluster: Cluster) -> None:
     assert [t["name"] for t in listed["tools"]] == CORE
     assert listed["tools"][0]["inputSchema"]["required"] == ["content"]
 
-    code, saved, err = run(cluster, stdio(cluster), "--method", "tools/call",
-                           "--tool-name", "save_memory",
-                           "--tool-arg", "content=Inspector checks: the stdio server answers",
-                           "project=insp")
+    code, saved, err = run(
+        cluster,
+        stdio(cluster),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "save_memory",
+        "--tool-arg",
+        "content=Inspector checks: the stdio server answers",
+        "project=insp",
+    )
     assert code == 0, err
     memory = tool_json(saved)
     assert memory["mode"] == "gateway" and memory["memory"]["project"] == "insp"
 
-    code, found, err = run(cluster, stdio(cluster), "--method", "tools/call",
-                           "--tool-name", "recall", "--tool-arg", "query=stdio server answers",
-                           "project=insp")
+    code, found, err = run(
+        cluster,
+        stdio(cluster),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "recall",
+        "--tool-arg",
+        "query=stdio server answers",
+        "project=insp",
+    )
     assert code == 0, err
     assert memory["memory"]["id"] in [hit["id"] for hit in tool_json(found)["hits"]]
 
     # a refused call: an error result with the API's message, no traceback; the CLI exits non-0
-    code, refused, err = run(cluster, stdio(cluster), "--method", "tools/call",
-                             "--tool-name", "save_memory", "--tool-arg", "content=   ")
+    code, refused, err = run(
+        cluster,
+        stdio(cluster),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "save_memory",
+        "--tool-arg",
+        "content=   ",
+    )
     assert code != 0
     assert refused["isError"] is True
     text = refused["content"][0]["text"]
@@ -114,9 +155,17 @@ def test_inspector_over_http_with_the_bearer_header(cluster: Cluster) -> None:
     assert code == 0, err
     assert [t["name"] for t in listed["tools"]] == CORE
 
-    code, saved, err = run(cluster, http(cluster, cluster.secret), "--method", "tools/call",
-                           "--tool-name", "save_memory",
-                           "--tool-arg", "content=Inspector over HTTP saved this", "project=insp")
+    code, saved, err = run(
+        cluster,
+        http(cluster, cluster.secret),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "save_memory",
+        "--tool-arg",
+        "content=Inspector over HTTP saved this",
+        "project=insp",
+    )
     assert code == 0, err
     memory = tool_json(saved)
     assert memory["mode"] == "gateway"

@@ -59,29 +59,39 @@ def write(root: Path, relpath: str, text: str = "- a fact\n") -> Path:
 
 # --- sections and list items -------------------------------------------------------------------
 
+
 def test_sections_and_bullets_get_anchors_from_their_headings_and_first_words() -> None:
     facts = anchors(AGENTS)
     # Sections holding only a list are no facts: their items are.
     assert list(facts) == [
-        "acme-api", "build-and-test/run-make-check-before-pushing",
-        "build-and-test/tests-need-docker", "style/format-with-ruff",
-        "style/never-commit-secrets"]
+        "acme-api",
+        "build-and-test/run-make-check-before-pushing",
+        "build-and-test/tests-need-docker",
+        "style/format-with-ruff",
+        "style/never-commit-secrets",
+    ]
     assert facts["build-and-test/run-make-check-before-pushing"] == "Run make check before pushing"
     # A nested list belongs to its parent item, dedented, and is no fact of its own.
     assert facts["build-and-test/tests-need-docker"] == (
-        "Tests need Docker:\n- start it with `make services`\n- stop it with `make down`")
+        "Tests need Docker:\n- start it with `make services`\n- stop it with `make down`"
+    )
     # A lone title is not part of the other anchors' paths.
     assert facts["acme-api"].startswith("# Acme API\n\nService that bills customers.")
 
 
 def test_anchors_survive_insertions_reorders_and_title_changes() -> None:
     before = anchors(AGENTS)
-    edited = AGENTS.replace("# Acme API", "# Acme billing API") \
-        .replace("- Format with ruff\n- Never commit secrets\n",
-                 "- Never commit secrets\n- Prefer small functions\n- Format with ruff\n") \
-        .replace("## Build and test\n\n", "## Build and test\n\nRead this first.\n\n"
-                 "- Install uv first\n") \
+    edited = (
+        AGENTS.replace("# Acme API", "# Acme billing API")
+        .replace(
+            "- Format with ruff\n- Never commit secrets\n",
+            "- Never commit secrets\n- Prefer small functions\n- Format with ruff\n",
+        )
+        .replace(
+            "## Build and test\n\n", "## Build and test\n\nRead this first.\n\n- Install uv first\n"
+        )
         .replace("## Style", "## Release\n\n- Tag from main\n\n## Style")
+    )
     after = anchors(edited)
     unchanged = {a for a in before if a in after and before[a] == after[a]}
     # Every list item kept its anchor and its content; only the renamed title differs, and the
@@ -89,21 +99,29 @@ def test_anchors_survive_insertions_reorders_and_title_changes() -> None:
     assert unchanged == set(before) - {"acme-api"}
     assert after["build-and-test"] == "## Build and test\n\nRead this first."
     assert set(after) - set(before) == {
-        "acme-billing-api", "build-and-test", "build-and-test/install-uv-first",
-        "style/prefer-small-functions", "release/tag-from-main"}
+        "acme-billing-api",
+        "build-and-test",
+        "build-and-test/install-uv-first",
+        "style/prefer-small-functions",
+        "release/tag-from-main",
+    }
 
 
 def test_a_nested_item_does_not_move_its_parent_anchor() -> None:
-    grown = AGENTS.replace("  - stop it with `make down`\n",
-                           "  - stop it with `make down`\n  - or with docker compose down\n")
+    grown = AGENTS.replace(
+        "  - stop it with `make down`\n",
+        "  - stop it with `make down`\n  - or with docker compose down\n",
+    )
     assert set(anchors(grown)) == set(anchors(AGENTS))
 
 
 def test_nested_headings_make_a_path_and_collisions_get_a_content_suffix() -> None:
-    text = ("# One\n\n## Setup\n\n### Linux\n\n- Use the package manager of the distro for "
-            "everything\n- Use the package manager of the distro for system packages\n\n"
-            "### macOS\n\n- Use the package manager of the distro for nothing\n\n"
-            "# Two\n\n## Setup\n\n- anything\n")
+    text = (
+        "# One\n\n## Setup\n\n### Linux\n\n- Use the package manager of the distro for "
+        "everything\n- Use the package manager of the distro for system packages\n\n"
+        "### macOS\n\n- Use the package manager of the distro for nothing\n\n"
+        "# Two\n\n## Setup\n\n- anything\n"
+    )
     facts = anchors(text)
     base = "one/setup/linux/use-the-package-manager-of-the-distro-for"
     # Same first 8 words in one section: each gets 6 hex of its first line, never a number.
@@ -118,7 +136,9 @@ def test_nested_headings_make_a_path_and_collisions_get_a_content_suffix() -> No
     assert "two/setup/anything" in facts
     text += "\n# Two\n\n## Setup\n\nAgain.\n\n## Setup\n\nOnce more.\n"
     assert {a for a in anchors(text) if a.startswith("two/setup-")} == {
-        f"two/setup-{sha('Again.')[:6]}", f"two/setup-{sha('Once more.')[:6]}"}
+        f"two/setup-{sha('Again.')[:6]}",
+        f"two/setup-{sha('Once more.')[:6]}",
+    }
 
 
 def sha(text: str) -> str:
@@ -140,55 +160,72 @@ def test_code_fences_hold_no_headings_or_items() -> None:
 
 def test_a_list_only_file_without_headings_is_its_items() -> None:
     facts = anchors("- Use pnpm, not npm\n- [x] Run `make check` before pushing\n1. Numbered\n")
-    assert facts == {"use-pnpm-not-npm": "Use pnpm, not npm",
-                     "run-make-check-before-pushing": "Run `make check` before pushing",
-                     "numbered": "Numbered"}
+    assert facts == {
+        "use-pnpm-not-npm": "Use pnpm, not npm",
+        "run-make-check-before-pushing": "Run `make check` before pushing",
+        "numbered": "Numbered",
+    }
 
 
 def test_bullet_anchors_use_at_most_eight_words() -> None:
     facts = anchors("- one two three four five six seven eight nine ten\n")
     assert list(facts) == ["one-two-three-four-five-six-seven-eight"]
-    assert slug("**Don't** use `git push --force` [ever](http://x)") == \
-        "don-t-use-git-push-force-ever"
+    assert (
+        slug("**Don't** use `git push --force` [ever](http://x)") == "don-t-use-git-push-force-ever"
+    )
     assert slug("🚀") == "item"
 
 
 def test_mdc_front_matter_is_kept_at_the_top_of_the_first_fact() -> None:
-    text = ("---\ndescription: Python style\nglobs: \"*.py\"\nalwaysApply: false\n---\n"
-            "# Python\n\n- Type every function\n")
+    text = (
+        '---\ndescription: Python style\nglobs: "*.py"\nalwaysApply: false\n---\n'
+        "# Python\n\n- Type every function\n"
+    )
     facts = import_markdown(text)
     assert facts[0].anchor == "python"
-    assert facts[0].content.startswith("---\ndescription: Python style\nglobs: \"*.py\"\n"
-                                       "alwaysApply: false\n---\n# Python")
+    assert facts[0].content.startswith(
+        '---\ndescription: Python style\nglobs: "*.py"\nalwaysApply: false\n---\n# Python'
+    )
     assert facts[1].content == "Type every function"  # not repeated in every fact
     only = import_markdown("---\nalwaysApply: true\n---\n")
-    assert [(f.anchor, f.content) for f in only] == [("front-matter",
-                                                      "---\nalwaysApply: true\n---")]
+    assert [(f.anchor, f.content) for f in only] == [
+        ("front-matter", "---\nalwaysApply: true\n---")
+    ]
 
 
 def test_cursorrules_paragraphs_are_facts() -> None:
-    facts = import_plaintext("You are an expert in TypeScript.\n\nAlways write tests\nfor new "
-                             "code.\n\n\nYou are an expert in TypeScript.\n")
+    facts = import_plaintext(
+        "You are an expert in TypeScript.\n\nAlways write tests\nfor new "
+        "code.\n\n\nYou are an expert in TypeScript.\n"
+    )
     assert [(f.anchor, f.content) for f in facts] == [
         ("you-are-an-expert-in-typescript", "You are an expert in TypeScript."),
-        ("always-write-tests", "Always write tests\nfor new code.")]
+        ("always-write-tests", "Always write tests\nfor new code."),
+    ]
 
 
 def test_links_to_headings_in_the_file_resolve_to_anchors() -> None:
-    text = ("## Build & test\n\n- make check\n\n## Release\n\n- Run the checks in "
-            "[Build & test](#build--test) first, see [style](#code-style) and [out](https://x)\n"
-            "\n## Code style\n\n- ruff\n")
+    text = (
+        "## Build & test\n\n- make check\n\n## Release\n\n- Run the checks in "
+        "[Build & test](#build--test) first, see [style](#code-style) and [out](https://x)\n"
+        "\n## Code style\n\n- ruff\n"
+    )
     release = next(f for f in import_markdown(text) if f.anchor.startswith("release/"))
     assert release.links == ["build-test", "code-style"]
 
 
 def test_claude_imports_resolve_to_relpaths(tmp_path: Path) -> None:
     write(tmp_path, "docs/style.md", "style")
-    write(tmp_path, "CLAUDE.md", "# Memory\n\n- Follow @docs/style.md and @./README.md\n"
-          "- Install @types/node; mail me@example.com; `@not/code.md`\n")
+    write(
+        tmp_path,
+        "CLAUDE.md",
+        "# Memory\n\n- Follow @docs/style.md and @./README.md\n"
+        "- Install @types/node; mail me@example.com; `@not/code.md`\n",
+    )
     source = next(discover(tmp_path))
-    body = sync_body(source, user="u", project="p", scope="project", force=False,
-                     data=source.path.read_bytes())
+    body = sync_body(
+        source, user="u", project="p", scope="project", force=False, data=source.path.read_bytes()
+    )
     links = {f["anchor"]: f["links"] for f in body["facts"]}
     assert links["memory/follow-docs-style-md-and-readme-md"] == ["docs/style.md", "README.md"]
     assert links["memory/install-types-node-mail-me-example-com-not"] == []
@@ -197,22 +234,36 @@ def test_claude_imports_resolve_to_relpaths(tmp_path: Path) -> None:
 # --- sources -----------------------------------------------------------------------------------
 
 SOURCES = {
-    "CLAUDE.md": "claude-code", "CLAUDE.local.md": "claude-code",
-    "packages/web/CLAUDE.md": "claude-code", ".claude/memory/notes.md": "claude-code",
+    "CLAUDE.md": "claude-code",
+    "CLAUDE.local.md": "claude-code",
+    "packages/web/CLAUDE.md": "claude-code",
+    ".claude/memory/notes.md": "claude-code",
     ".claude/projects/acme/memory/decisions.md": "claude-code",
-    "AGENTS.md": "codex", "services/api/AGENTS.md": "codex", "GEMINI.md": "gemini",
-    ".cursor/rules/python.mdc": "cursor", ".cursor/rules/backend/db/sql.mdc": "cursor",
-    "apps/site/.cursor/rules/css.mdc": "cursor", ".cursorrules": "cursor",
+    "AGENTS.md": "codex",
+    "services/api/AGENTS.md": "codex",
+    "GEMINI.md": "gemini",
+    ".cursor/rules/python.mdc": "cursor",
+    ".cursor/rules/backend/db/sql.mdc": "cursor",
+    "apps/site/.cursor/rules/css.mdc": "cursor",
+    ".cursorrules": "cursor",
     ".github/copilot-instructions.md": "copilot",
     ".github/instructions/python.instructions.md": "copilot",
     ".github/instructions/lang/go/go.instructions.md": "copilot",
 }
 
 NOT_SOURCES = [
-    "README.md", "docs/AGENTS.txt", ".claude/settings.json", ".claude/notes.md",
-    ".cursor/rules/readme.md", ".github/instructions/python.md", ".github/workflows/ci.yml",
-    "node_modules/pkg/CLAUDE.md", ".venv/lib/AGENTS.md", ".git/AGENTS.md",
-    "build/CLAUDE.md", "env/AGENTS.md",
+    "README.md",
+    "docs/AGENTS.txt",
+    ".claude/settings.json",
+    ".claude/notes.md",
+    ".cursor/rules/readme.md",
+    ".github/instructions/python.md",
+    ".github/workflows/ci.yml",
+    "node_modules/pkg/CLAUDE.md",
+    ".venv/lib/AGENTS.md",
+    ".git/AGENTS.md",
+    "build/CLAUDE.md",
+    "env/AGENTS.md",
 ]
 
 
@@ -229,7 +280,9 @@ def test_watching_the_claude_folder_itself_finds_its_memory(tmp_path: Path) -> N
     write(home_claude, "CLAUDE.md")
     write(home_claude, "projects/-src-acme/memory/MEMORY.md")
     assert {s.relpath for s in discover(home_claude)} == {
-        "CLAUDE.md", "projects/-src-acme/memory/MEMORY.md"}
+        "CLAUDE.md",
+        "projects/-src-acme/memory/MEMORY.md",
+    }
 
 
 def test_events_map_to_the_innermost_root(tmp_path: Path) -> None:
@@ -244,16 +297,23 @@ def test_events_map_to_the_innermost_root(tmp_path: Path) -> None:
 
 # --- the request body --------------------------------------------------------------------------
 
+
 def test_sync_body_follows_the_contract_and_scrubs_secrets(tmp_path: Path) -> None:
     key = "sk-ant-api03-" + "a" * 40
     data = f"## Deploy\n\n- Use the key {key} for staging\n".encode()
     path = write(tmp_path, "AGENTS.md", data.decode())
     source = Source("codex", "markdown", tmp_path.resolve(), "AGENTS.md")
-    body = sync_body(source, user="alice", project="acme-api", scope="project", force=True,
-                     data=data)
+    body = sync_body(
+        source, user="alice", project="acme-api", scope="project", force=True, data=data
+    )
     assert {k: body[k] for k in ("user", "project", "scope", "tool", "relpath", "force")} == {
-        "user": "alice", "project": "acme-api", "scope": "project", "tool": "codex",
-        "relpath": "AGENTS.md", "force": True}
+        "user": "alice",
+        "project": "acme-api",
+        "scope": "project",
+        "tool": "codex",
+        "relpath": "AGENTS.md",
+        "force": True,
+    }
     assert body["path"] == str(path.resolve())
     assert body["root"] == root_fingerprint(tmp_path) and len(body["root"]) == 12
     assert body["contentHash"] == hashlib.sha256(data).hexdigest()
@@ -275,23 +335,30 @@ def test_root_fingerprint_differs_per_checkout(tmp_path: Path) -> None:
 def test_line_endings_do_not_change_facts(crlf: bool) -> None:
     text = AGENTS.replace("\n", "\r\n") if crlf else AGENTS
     source = Source("codex", "markdown", Path("/r"), "AGENTS.md")
-    body = sync_body(source, user="u", project="p", scope="project", force=False,
-                     data=text.encode())
+    body = sync_body(
+        source, user="u", project="p", scope="project", force=False, data=text.encode()
+    )
     assert [f["anchor"] for f in body["facts"]] == list(anchors(AGENTS))
 
 
 # --- fixes: what a section holds, stable anchors, odd files ------------------------------------
 
+
 def test_a_section_fact_is_its_heading_and_own_text_never_its_items() -> None:
-    text = ("## Deploy\n\nShip from main only.\n\n- Tag the release\n- Push the tag\n  with care\n"
-            "\nThen watch the dashboards.\n\n```sh\nmake deploy\n```\n\n## Lint\n\n- ruff\n")
+    text = (
+        "## Deploy\n\nShip from main only.\n\n- Tag the release\n- Push the tag\n  with care\n"
+        "\nThen watch the dashboards.\n\n```sh\nmake deploy\n```\n\n## Lint\n\n- ruff\n"
+    )
     facts = anchors(text)
-    assert facts["deploy"] == ("## Deploy\n\nShip from main only.\n\nThen watch the dashboards."
-                               "\n\n```sh\nmake deploy\n```")
+    assert facts["deploy"] == (
+        "## Deploy\n\nShip from main only.\n\nThen watch the dashboards.\n\n```sh\nmake deploy\n```"
+    )
     assert facts["deploy/tag-the-release"] == "Tag the release"
     assert facts["deploy/push-the-tag"] == "Push the tag\nwith care"
     # Every item is stored once: no fact holds another fact's text.
-    assert not any("Tag the release" in c for a, c in facts.items() if a != "deploy/tag-the-release")
+    assert not any(
+        "Tag the release" in c for a, c in facts.items() if a != "deploy/tag-the-release"
+    )
     assert "lint" not in facts and facts["lint/ruff"] == "ruff"  # only bullets: only its bullets
     # Text before the first heading is `preamble`, without its items.
     pre = anchors("Read me.\n\n- one\n\n# T\n\n- two\n\n# U\n\n- three\n")
@@ -311,8 +378,9 @@ def test_colliding_bullets_keep_their_anchors_when_reordered() -> None:
     first = "- Run the tests with pytest before every single push please\n"
     second = "- Run the tests with pytest before every single release tag\n"
     ours = anchors("## CI\n\n" + first + second)
-    assert len(ours) == 2 and all(a.startswith("ci/run-the-tests-with-pytest-before-every-")
-                                  for a in ours)
+    assert len(ours) == 2 and all(
+        a.startswith("ci/run-the-tests-with-pytest-before-every-") for a in ours
+    )
     assert anchors("## CI\n\n" + second + first) == ours
     # Two headings whose slugs still collide (emoji only): also by content, not by position.
     rockets = "## 🚀\n\nShip it.\n\n## 🔥\n\nBurn it.\n"
@@ -356,8 +424,11 @@ def test_two_sources_that_are_one_file_are_one_import(tmp_path: Path) -> None:
     sources = {s.relpath: s for s in discover(tmp_path)}
     aliases = {a.relpath: p.relpath for a, p in resolve_aliases(list(sources.values())).items()}
     # The link target's own source wins; links to a file that is no source: the first of them.
-    assert aliases == {"CLAUDE.md": "AGENTS.md", "GEMINI.md": "AGENTS.md",
-                       "b/AGENTS.md": "a/CLAUDE.md"}
+    assert aliases == {
+        "CLAUDE.md": "AGENTS.md",
+        "GEMINI.md": "AGENTS.md",
+        "b/AGENTS.md": "a/CLAUDE.md",
+    }
 
 
 def test_reading_skips_non_regular_files_and_stops_past_the_limit(tmp_path: Path) -> None:

@@ -18,16 +18,32 @@ from engram.store import Store
 ROOT_A, ROOT_B = "a1b2c3d4e5f6", "0f9e8d7c6b5a"
 
 
-def request(facts: dict[str, str], *, root: str = ROOT_A, relpath: str = "AGENTS.md",
-            user: str = "alice", force: bool = False, links: dict[str, list[str]] | None = None,
-            ) -> FileSync:
+def request(
+    facts: dict[str, str],
+    *,
+    root: str = ROOT_A,
+    relpath: str = "AGENTS.md",
+    user: str = "alice",
+    force: bool = False,
+    links: dict[str, list[str]] | None = None,
+) -> FileSync:
     text = "\n".join(f"{a}: {c}" for a, c in facts.items())
-    return memsync.validate({
-        "user": user, "project": "acme", "tool": "codex", "root": root, "relpath": relpath,
-        "path": f"/src/{root}/{relpath}", "force": force,
-        "contentHash": hashlib.sha256(text.encode()).hexdigest(),
-        "facts": [{"anchor": a, "content": c, "hash": "x" * 64,
-                   "links": (links or {}).get(a, [])} for a, c in facts.items()]})
+    return memsync.validate(
+        {
+            "user": user,
+            "project": "acme",
+            "tool": "codex",
+            "root": root,
+            "relpath": relpath,
+            "path": f"/src/{root}/{relpath}",
+            "force": force,
+            "contentHash": hashlib.sha256(text.encode()).hexdigest(),
+            "facts": [
+                {"anchor": a, "content": c, "hash": "x" * 64, "links": (links or {}).get(a, [])}
+                for a, c in facts.items()
+            ],
+        }
+    )
 
 
 def sync(store: Store, req: FileSync) -> dict[str, Any]:
@@ -41,8 +57,11 @@ def current(store: Store, memory_id: str) -> dict[str, Any]:
 
 
 def live_memories(store: Store, scope: str | None = None) -> int:
-    stmt = select(func.count()).select_from(memories_table).where(
-        memories_table.c.forgotten_at.is_(None))
+    stmt = (
+        select(func.count())
+        .select_from(memories_table)
+        .where(memories_table.c.forgotten_at.is_(None))
+    )
     if scope:
         stmt = stmt.where(memories_table.c.scope == scope)
     with store.read() as conn:
@@ -54,9 +73,11 @@ def ledger_keys(store: Store) -> list[str]:
         return sorted(conn.execute(select(import_ledger.c.source_key)).scalars())
 
 
-FACTS = {"build": "Run make check before pushing",
-         "style": "Use ruff for lint and format",
-         "db": "Migrations are append-only"}
+FACTS = {
+    "build": "Run make check before pushing",
+    "style": "Use ruff for lint and format",
+    "db": "Migrations are append-only",
+}
 
 
 def test_first_import_creates_memories_with_provenance_and_links(store: Store) -> None:
@@ -70,8 +91,9 @@ def test_first_import_creates_memories_with_provenance_and_links(store: Store) -
     assert meta["path"] == f"/src/{ROOT_A}/AGENTS.md" and meta["anchor"] == "build"
     assert meta["contentHash"] == hashlib.sha256(b"Run make check before pushing").hexdigest()
     assert meta["links"] == [out["memories"]["style"]]  # resolved; the dangling one dropped
-    assert ledger_keys(store) == sorted([f"codex@{ROOT_A}:AGENTS.md"] + [
-        f"codex@{ROOT_A}:AGENTS.md#{a}" for a in FACTS])
+    assert ledger_keys(store) == sorted(
+        [f"codex@{ROOT_A}:AGENTS.md"] + [f"codex@{ROOT_A}:AGENTS.md#{a}" for a in FACTS]
+    )
 
 
 def test_an_unchanged_file_writes_nothing_and_only_changed_facts_update(store: Store) -> None:
@@ -104,16 +126,31 @@ def test_two_roots_with_the_same_file_never_share_rows(store: Store) -> None:
 
 
 def test_rows_under_the_old_bare_key_are_renamed_in_place(store: Store) -> None:
-    made = memories.remember(store, store.keyword, memories.NewMemory(
-        content="Run make check before pushing", project="acme"))
+    made = memories.remember(
+        store,
+        store.keyword,
+        memories.NewMemory(content="Run make check before pushing", project="acme"),
+    )
     with store.write() as conn:
         for key, memory_id, digest in (
-                ("codex:AGENTS.md", None, "0" * 64),
-                ("codex:AGENTS.md#build", made["id"],
-                 hashlib.sha256(b"Run make check before pushing").hexdigest())):
-            conn.execute(insert(import_ledger).values(
-                user_name="alice", source_key=key, memory_id=memory_id, content_hash=digest,
-                memory_version=1, path=f"/src/{ROOT_A}/AGENTS.md", imported_at=1.0))
+            ("codex:AGENTS.md", None, "0" * 64),
+            (
+                "codex:AGENTS.md#build",
+                made["id"],
+                hashlib.sha256(b"Run make check before pushing").hexdigest(),
+            ),
+        ):
+            conn.execute(
+                insert(import_ledger).values(
+                    user_name="alice",
+                    source_key=key,
+                    memory_id=memory_id,
+                    content_hash=digest,
+                    memory_version=1,
+                    path=f"/src/{ROOT_A}/AGENTS.md",
+                    imported_at=1.0,
+                )
+            )
     # another checkout's AGENTS.md does not take the old rows over
     other = sync(store, request(FACTS, root=ROOT_B))
     assert made["id"] not in other["memories"].values()
@@ -128,8 +165,11 @@ def test_an_engram_edit_is_never_clobbered(store: Store) -> None:
     first = sync(store, request(FACTS))
     build = first["memories"]["build"]
     memories.update_content(store, store.keyword, build, "Run make check and make docs")
-    edited_file = {**FACTS, "build": "Run make lint before pushing",
-                   "style": "Use ruff, black is gone"}
+    edited_file = {
+        **FACTS,
+        "build": "Run make lint before pushing",
+        "style": "Use ruff, black is gone",
+    }
     out = sync(store, request(edited_file))
     assert out["outcome"] == "skipped-conflict"
     assert current(store, build)["content"] == "Run make check and make docs"
@@ -152,9 +192,11 @@ def test_a_genuinely_diverged_file_is_kept_as_one_live_conflict_copy(store: Stor
     copy = current(store, conflict["copyId"])
     assert copy["scope"] == CONFLICT_SCOPE and copy["content"] == "Run make lint before pushing"
     assert copy["meta"]["conflict"] == {
-        "memoryId": build, "sourceKey": f"codex@{ROOT_A}:AGENTS.md#build",
+        "memoryId": build,
+        "sourceKey": f"codex@{ROOT_A}:AGENTS.md#build",
         "sourcePath": f"/src/{ROOT_A}/AGENTS.md",
-        "contentHash": hashlib.sha256(b"Run make lint before pushing").hexdigest()}
+        "contentHash": hashlib.sha256(b"Run make lint before pushing").hexdigest(),
+    }
     assert current(store, build)["content"] == "Run make check and make docs"
     assert live_memories(store) == before + 1
     # the same conflict again: a no-op
@@ -185,7 +227,8 @@ def test_no_copy_for_noise(store: Store, case: str) -> None:
 
 @pytest.mark.parametrize("how", ["file updated to the Engram edit", "copy pasted into memory"])
 def test_reconcile_with_force_refreshes_the_ledger_and_removes_the_copy(
-        store: Store, how: str) -> None:
+    store: Store, how: str
+) -> None:
     first = sync(store, request(FACTS))
     build = first["memories"]["build"]
     memories.update_content(store, store.keyword, build, "Run make check and make docs")
@@ -208,8 +251,7 @@ def test_reconcile_with_force_refreshes_the_ledger_and_removes_the_copy(
     assert later["outcome"] == "imported" and later["updated"] == 1
 
 
-def test_a_fact_forgotten_in_engram_stays_forgotten_until_the_file_changes_it(
-        store: Store) -> None:
+def test_a_fact_forgotten_in_engram_stays_forgotten_until_the_file_changes_it(store: Store) -> None:
     first = sync(store, request(FACTS))
     memories.forget(store, store.keyword, first["memories"]["db"])
     touched = {**FACTS, "style": "Use ruff, black is gone"}
@@ -221,13 +263,30 @@ def test_a_fact_forgotten_in_engram_stays_forgotten_until_the_file_changes_it(
 
 def test_bad_requests_name_their_fields() -> None:
     with pytest.raises(memsync.InvalidSync) as caught:
-        memsync.validate({"user": "", "project": "acme", "tool": "vim", "root": "xyz",
-                          "relpath": "../AGENTS.md", "path": "/a", "contentHash": "0" * 64,
-                          "facts": [{"anchor": "a b", "content": ""}, "x"],
-                          "scope": CONFLICT_SCOPE})
+        memsync.validate(
+            {
+                "user": "",
+                "project": "acme",
+                "tool": "vim",
+                "root": "xyz",
+                "relpath": "../AGENTS.md",
+                "path": "/a",
+                "contentHash": "0" * 64,
+                "facts": [{"anchor": "a b", "content": ""}, "x"],
+                "scope": CONFLICT_SCOPE,
+            }
+        )
     fields = caught.value.fields
-    assert {"user", "tool", "root", "relpath", "scope", "facts[0].anchor",
-            "facts[0].content", "facts[1]"} <= set(fields)
+    assert {
+        "user",
+        "tool",
+        "root",
+        "relpath",
+        "scope",
+        "facts[0].anchor",
+        "facts[0].content",
+        "facts[1]",
+    } <= set(fields)
 
 
 def test_migration_adds_the_ledger_to_an_existing_store(tmp_path: Any) -> None:
@@ -243,7 +302,8 @@ def test_migration_adds_the_ledger_to_an_existing_store(tmp_path: Any) -> None:
         conn.exec_driver_sql(
             "INSERT INTO memories (id, project, scope, concepts, content, version, source,"
             " created_at, updated_at) VALUES ('mem_1', 'acme', 'project', '[]', 'kept', 1,"
-            " 'api', 0, 0)")
+            " 'api', 0, 0)"
+        )
     assert migrate(engine) == [7]
     engine.dispose()
     store = Store.open(f"sqlite:///{tmp_path / 'old.db'}")
@@ -279,9 +339,12 @@ def test_reconcile_finds_the_memory_when_the_file_edit_moved_its_anchor(store: S
     first = sync(store, request(FACTS))
     build = first["memories"]["build"]
     memories.update_content(store, store.keyword, build, "Always run make check first")
-    moved = {("always-run" if a == "build" else a): ("Always run make check first"
-                                                     if a == "build" else c)
-             for a, c in FACTS.items()}
+    moved = {
+        ("always-run" if a == "build" else a): (
+            "Always run make check first" if a == "build" else c
+        )
+        for a, c in FACTS.items()
+    }
     assert sync(store, request(moved))["outcome"] == "skipped-conflict"
     out = sync(store, request(moved, force=True))
     assert out["outcome"] == "reconciled" and out["memories"]["always-run"] == build
@@ -311,7 +374,16 @@ def test_two_syncs_of_one_file_at_once_make_one_set_of_memories(store: Store) ->
 def test_secrets_in_anchors_or_paths_are_refused() -> None:
     key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
     with pytest.raises(memsync.InvalidSync) as caught:
-        memsync.validate({"user": "u", "project": "p", "tool": "codex", "root": ROOT_A,
-                          "relpath": f"{key}.md", "path": "/a", "contentHash": "0" * 64,
-                          "facts": [{"anchor": f"token-{key}", "content": "x"}]})
+        memsync.validate(
+            {
+                "user": "u",
+                "project": "p",
+                "tool": "codex",
+                "root": ROOT_A,
+                "relpath": f"{key}.md",
+                "path": "/a",
+                "contentHash": "0" * 64,
+                "facts": [{"anchor": f"token-{key}", "content": "x"}],
+            }
+        )
     assert {"relpath", "facts[0].anchor"} <= set(caught.value.fields)

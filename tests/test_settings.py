@@ -13,7 +13,9 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def test_defaults(tmp_path: Path) -> None:
-    s = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path), "ENGRAM_DATA_DIR": str(tmp_path)})
+    s = load_settings(
+        environ={"ENGRAM_CONFIG_DIR": str(tmp_path), "ENGRAM_DATA_DIR": str(tmp_path)}
+    )
     assert s.host == "127.0.0.1" and s.port == 8737 and s.embedded
     assert s.database_url == f"sqlite:///{tmp_path / 'engram.db'}"
     assert s.gateway_url == "http://127.0.0.1:8737"
@@ -21,7 +23,8 @@ def test_defaults(tmp_path: Path) -> None:
 
 def test_precedence_default_file_env_override(tmp_path: Path) -> None:
     (tmp_path / "engram.env").write_text(
-        "# comment\nexport ENGRAM_PORT=9001\nENGRAM_HOST='0.0.0.0'\nENGRAM_INBOX_MAX=\"7\"\n")
+        "# comment\nexport ENGRAM_PORT=9001\nENGRAM_HOST='0.0.0.0'\nENGRAM_INBOX_MAX=\"7\"\n"
+    )
     s = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path), "ENGRAM_INBOX_MAX": "9"})
     assert (s.port, s.host, s.inbox_max) == (9001, "0.0.0.0", 9)
     assert s.gateway_url == "http://127.0.0.1:9001"
@@ -29,13 +32,22 @@ def test_precedence_default_file_env_override(tmp_path: Path) -> None:
     assert s.port == 1234
 
 
-@pytest.mark.parametrize("name,value", [
-    ("ENGRAM_PORT", "eighty"), ("ENGRAM_PORT", "70000"), ("ENGRAM_INBOX_MAX", "0"),
-    ("ENGRAM_RETRY_BASE_SECONDS", "-1"), ("ENGRAM_WORKER_CONCURRENCY", "two"),
-    ("ENGRAM_SEARCH_WEIGHTS", "bm25=1,vector=inf"), ("ENGRAM_SEARCH_WEIGHTS", "bm25=-1"),
-    ("ENGRAM_SEARCH_WEIGHTS", "keyword=1"), ("ENGRAM_SEARCH_WEIGHTS", "bm25"),
-    ("ENGRAM_RRF_K", "-5"), ("ENGRAM_LOCAL_MODEL", "bge"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("ENGRAM_PORT", "eighty"),
+        ("ENGRAM_PORT", "70000"),
+        ("ENGRAM_INBOX_MAX", "0"),
+        ("ENGRAM_RETRY_BASE_SECONDS", "-1"),
+        ("ENGRAM_WORKER_CONCURRENCY", "two"),
+        ("ENGRAM_SEARCH_WEIGHTS", "bm25=1,vector=inf"),
+        ("ENGRAM_SEARCH_WEIGHTS", "bm25=-1"),
+        ("ENGRAM_SEARCH_WEIGHTS", "keyword=1"),
+        ("ENGRAM_SEARCH_WEIGHTS", "bm25"),
+        ("ENGRAM_RRF_K", "-5"),
+        ("ENGRAM_LOCAL_MODEL", "bge"),
+    ],
+)
 def test_bad_values_name_the_variable(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path), name: value})
@@ -48,8 +60,12 @@ def test_bad_env_file_line_is_reported(tmp_path: Path) -> None:
 
 
 def test_allowed_origins_is_a_list(tmp_path: Path) -> None:
-    s = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path),
-                               "ENGRAM_ALLOWED_ORIGINS": "https://a.example, https://b.example"})
+    s = load_settings(
+        environ={
+            "ENGRAM_CONFIG_DIR": str(tmp_path),
+            "ENGRAM_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+        }
+    )
     assert s.allowed_origins == ("https://a.example", "https://b.example")
 
 
@@ -63,8 +79,12 @@ def test_every_setting_is_declared_once_and_typed() -> None:
 
 def test_every_setting_is_documented() -> None:
     """docs/configuration.md has a table row for every setting, with its default."""
-    rows = {m.group(1): m.group(2) for m in re.finditer(
-        r"^\| `(ENGRAM_[A-Z_]+)` \| ([^|]+) \|", DOCS.read_text(), re.MULTILINE)}
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(
+            r"^\| `(ENGRAM_[A-Z_]+)` \| ([^|]+) \|", DOCS.read_text(), re.MULTILINE
+        )
+    }
     missing = [spec.env for spec in SETTINGS if spec.env not in rows]
     assert not missing, f"undocumented settings: {missing}"
     for spec in SETTINGS:
@@ -76,8 +96,13 @@ def test_every_setting_is_documented() -> None:
 
 
 def test_fusion_settings_parse(tmp_path: Path) -> None:
-    s = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path), "ENGRAM_RRF_K": "60",
-                               "ENGRAM_SEARCH_WEIGHTS": " bm25=2, graph=0 "})
+    s = load_settings(
+        environ={
+            "ENGRAM_CONFIG_DIR": str(tmp_path),
+            "ENGRAM_RRF_K": "60",
+            "ENGRAM_SEARCH_WEIGHTS": " bm25=2, graph=0 ",
+        }
+    )
     assert s.rrf_k == 60 and s.search_weights == (("bm25", 2.0), ("graph", 0.0))
     default = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path)})
     assert default.rrf_k == 5
@@ -98,7 +123,8 @@ def test_platform_dirs_match_platformdirs(monkeypatch: pytest.MonkeyPatch) -> No
             monkeypatch.setenv(name, value)
         assert _platform_dir("data") == Path(platformdirs.user_data_dir("engram", appauthor=False))
         assert _platform_dir("config") == Path(
-            platformdirs.user_config_dir("engram", appauthor=False))
+            platformdirs.user_config_dir("engram", appauthor=False)
+        )
 
 
 def test_settings_are_read_only(settings: Settings) -> None:
@@ -111,5 +137,6 @@ def test_the_env_file_example_lists_every_setting() -> None:
     """infra/engram.env.example promises every ENGRAM_* setting with its default."""
     example = (Path(__file__).resolve().parents[1] / "infra" / "engram.env.example").read_text()
     listed = set(re.findall(r"^# (ENGRAM_[A-Z0-9_]+)=", example, flags=re.M))
-    assert {spec.env for spec in SETTINGS} <= listed, \
+    assert {spec.env for spec in SETTINGS} <= listed, (
         f"missing from infra/engram.env.example: {sorted({s.env for s in SETTINGS} - listed)}"
+    )

@@ -23,8 +23,11 @@ from tests.support import free_port
 
 
 def request(n: int) -> dict[str, object]:
-    return {"method": "POST", "path": "/v1/observe",
-            "body": {"eventId": f"e{n}", "sessionId": "s", "project": "p"}}
+    return {
+        "method": "POST",
+        "path": "/v1/observe",
+        "body": {"eventId": f"e{n}", "sessionId": "s", "project": "p"},
+    }
 
 
 def ids(records: list[dict[str, object]]) -> list[str]:
@@ -59,8 +62,7 @@ def test_counters_survive_concurrent_writers(tmp_path: Path) -> None:
         "for n in range(50):\n"
         "    spool.reject({'method': 'POST', 'path': '/v1/observe', 'body': {}}, 422, None)\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(directory)])
-             for _ in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(directory)]) for _ in range(4)]
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     spool = Spool(directory, 1 << 20, 3600)
     assert spool.counters()["rejected"] == 200
@@ -120,18 +122,27 @@ def test_the_deadline_bounds_the_whole_request_not_each_read(trickler: int) -> N
 
 def test_over_long_event_ids_stay_distinct_and_bounded() -> None:
     session = "s" * 190
-    first, second = (HookEvent("raw", "PostToolUse", "tool_post", session_id=session,
-                               tool_use_id=f"call-{n}") for n in (1, 2))
+    first, second = (
+        HookEvent("raw", "PostToolUse", "tool_post", session_id=session, tool_use_id=f"call-{n}")
+        for n in (1, 2)
+    )
     a, b = event_id(first, 0.0), event_id(second, 0.0)
     assert a != b and len(a) <= MAX_ID_CHARS and len(b) <= MAX_ID_CHARS
     assert event_id(first, 5.0) == a  # stable: the replay is the same event
 
 
-@pytest.mark.parametrize(("url", "loopback"), [
-    ("http://127.0.0.1:8737", True), ("http://127.9.9.9", True), ("http://localhost:1", True),
-    ("http://[::1]:8737", True), ("http://127.attacker.example:8737", False),
-    ("http://10.0.0.5:8737", False), ("https://engram.example.com", False),
-])
+@pytest.mark.parametrize(
+    ("url", "loopback"),
+    [
+        ("http://127.0.0.1:8737", True),
+        ("http://127.9.9.9", True),
+        ("http://localhost:1", True),
+        ("http://[::1]:8737", True),
+        ("http://127.attacker.example:8737", False),
+        ("http://10.0.0.5:8737", False),
+        ("https://engram.example.com", False),
+    ],
+)
 def test_the_secret_goes_only_to_loopback(url: str, loopback: bool) -> None:
     assert is_loopback_url(url) is loopback
     assert (GatewayLink(url, "s3cret", explicit_secret=False).secret == "s3cret") is loopback
@@ -141,5 +152,6 @@ def test_pending_lists_leftover_batches_first(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool", 1 << 20, 3600)
     spool.append([request(2)])
     (spool.dir / "draining-4242.jsonl").write_text(
-        json.dumps({"spooledAt": time.time(), **request(1)}) + "\n")
+        json.dumps({"spooledAt": time.time(), **request(1)}) + "\n"
+    )
     assert ids(spool.pending()) == ["e1", "e2"]

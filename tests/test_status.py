@@ -8,21 +8,33 @@ from engram.cli.main import render_status
 from engram.status import redact_url
 
 
-@pytest.mark.parametrize("url,shown", [
-    ("redis://:s3cret@broker:6379/0", "redis://:***@broker:6379/0"),
-    ("postgresql+psycopg://app:s3cret@db/engram", "postgresql+psycopg://app:***@db/engram"),
-    ("redis://broker:6379/0", "redis://broker:6379/0"),
-    ("sqlite:////var/lib/engram/engram.db", "sqlite:////var/lib/engram/engram.db"),
-])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("redis://:s3cret@broker:6379/0", "redis://:***@broker:6379/0"),
+        ("postgresql+psycopg://app:s3cret@db/engram", "postgresql+psycopg://app:***@db/engram"),
+        ("redis://broker:6379/0", "redis://broker:6379/0"),
+        ("sqlite:////var/lib/engram/engram.db", "sqlite:////var/lib/engram/engram.db"),
+    ],
+)
 def test_redact_url_hides_passwords(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
 
 def test_render_status_with_the_store_down_says_only_what_is_known() -> None:
-    report = {"ok": False, "mode": "distributed", "version": "0.1.0",
-              "store": {"ok": False, "error": "connection refused"},
-              "problems": [{"component": "store", "problem": "store unreachable",
-                            "fix": "check ENGRAM_DATABASE_URL"}]}
+    report = {
+        "ok": False,
+        "mode": "distributed",
+        "version": "0.1.0",
+        "store": {"ok": False, "error": "connection refused"},
+        "problems": [
+            {
+                "component": "store",
+                "problem": "store unreachable",
+                "fix": "check ENGRAM_DATABASE_URL",
+            }
+        ],
+    }
     text = render_status(report, "http://127.0.0.1:8737")
     assert "NEEDS ATTENTION" in text and "DOWN" in text and "connection refused" in text
     assert "None" not in text and "broker:" not in text
@@ -30,16 +42,32 @@ def test_render_status_with_the_store_down_says_only_what_is_known() -> None:
 
 
 def test_render_status_shows_memory_and_derived_lag() -> None:
-    report = {"ok": False, "mode": "embedded", "version": "0.1.0",
-              "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 8},
-              "inbox": {"waiting": 3, "capacity": 10000, "pending": 3, "processing": 0,
-                        "retrying": 0, "oldestWaitingSeconds": 12.4},
-              "derived": {"graph": {"pending": 0, "lagSeconds": 0.0},
-                          "vector": {"pending": 40, "lagSeconds": 7.2}},
-              "memory": {"budgetMb": 300, "processes": {"server": {"rssMb": 281.0,
-                                                                   "peakRssMb": 295.4}}},
-              "problems": [{"component": "memory", "problem": "server holds 281 MB (peak 295 "
-                            "MB) of a 300 MB budget", "fix": "lower ENGRAM_EMBEDDING_BATCH_TOKENS"}]}
+    report = {
+        "ok": False,
+        "mode": "embedded",
+        "version": "0.1.0",
+        "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 8},
+        "inbox": {
+            "waiting": 3,
+            "capacity": 10000,
+            "pending": 3,
+            "processing": 0,
+            "retrying": 0,
+            "oldestWaitingSeconds": 12.4,
+        },
+        "derived": {
+            "graph": {"pending": 0, "lagSeconds": 0.0},
+            "vector": {"pending": 40, "lagSeconds": 7.2},
+        },
+        "memory": {"budgetMb": 300, "processes": {"server": {"rssMb": 281.0, "peakRssMb": 295.4}}},
+        "problems": [
+            {
+                "component": "memory",
+                "problem": "server holds 281 MB (peak 295 MB) of a 300 MB budget",
+                "fix": "lower ENGRAM_EMBEDDING_BATCH_TOKENS",
+            }
+        ],
+    }
     text = render_status(report, "http://127.0.0.1:8737")
     assert "3 waiting of 10000" in text and "oldest 12s" in text
     assert "derived lag:  graph 0 queued, vector 40 queued (oldest 7s)" in text

@@ -19,11 +19,21 @@ from tests.support import count_rows
 
 
 def _event(project: str, session: str, n: int, text: str, agent: str | None = None):  # noqa: ANN202
-    return validate_event({"eventId": f"{session}:{n}", "sessionId": session,
-                           "project": project, "host": "raw", "hookType": "PostToolUse",
-                           "toolName": "Bash", "toolInput": {"command": text},
-                           "toolOutput": text, "agentId": agent},
-                          max_field_chars=10_000, received_at=time.time())
+    return validate_event(
+        {
+            "eventId": f"{session}:{n}",
+            "sessionId": session,
+            "project": project,
+            "host": "raw",
+            "hookType": "PostToolUse",
+            "toolName": "Bash",
+            "toolInput": {"command": text},
+            "toolOutput": text,
+            "agentId": agent,
+        },
+        max_field_chars=10_000,
+        received_at=time.time(),
+    )
 
 
 def _accept_and_store(store: Store, event) -> None:  # noqa: ANN001
@@ -55,6 +65,7 @@ def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None
         for doc_id, body in docs.items():
             store.keyword.upsert(conn, KeywordDoc(doc_id, "observation", "p", body, time.time()))
     with store.read() as conn:
+
         def top(query: str) -> str:
             return store.keyword.search(conn, query, Scope("p"), 5)[0].doc_id
 
@@ -63,8 +74,9 @@ def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None
         assert top("db migration") == "d-syn"
         assert store.keyword.search(conn, "kubernetes", Scope("p"), 5) == []
         # user text is never read as query syntax
-        assert store.keyword.search(conn, 'README" OR "x* NEAR(', Scope("p"), 5)[0].doc_id \
-            == "d-other"
+        assert (
+            store.keyword.search(conn, 'README" OR "x* NEAR(', Scope("p"), 5)[0].doc_id == "d-other"
+        )
 
 
 def test_scope_is_applied_inside_the_index(store: Store) -> None:
@@ -72,16 +84,41 @@ def test_scope_is_applied_inside_the_index(store: Store) -> None:
     documents elsewhere, the in-scope one is still returned with limit 1."""
     with store.write() as conn:
         for n in range(30):
-            store.keyword.upsert(conn, KeywordDoc(f"other-{n}", "observation", "other",
-                                                  "cache cache cache invalidation", time.time()))
-            store.keyword.upsert(conn, KeywordDoc(f"agent-{n}", "observation", "mine",
-                                                  "cache cache cache invalidation", time.time(),
-                                                  agent_id="bob"))
-        store.keyword.upsert(conn, KeywordDoc("mine-1", "observation", "mine",
-                                              "cache invalidation is hard, said alice", time.time(),
-                                              agent_id="alice"))
-        store.keyword.upsert(conn, KeywordDoc("shared", "memory", "", "global cache rule",
-                                              time.time()))
+            store.keyword.upsert(
+                conn,
+                KeywordDoc(
+                    f"other-{n}",
+                    "observation",
+                    "other",
+                    "cache cache cache invalidation",
+                    time.time(),
+                ),
+            )
+            store.keyword.upsert(
+                conn,
+                KeywordDoc(
+                    f"agent-{n}",
+                    "observation",
+                    "mine",
+                    "cache cache cache invalidation",
+                    time.time(),
+                    agent_id="bob",
+                ),
+            )
+        store.keyword.upsert(
+            conn,
+            KeywordDoc(
+                "mine-1",
+                "observation",
+                "mine",
+                "cache invalidation is hard, said alice",
+                time.time(),
+                agent_id="alice",
+            ),
+        )
+        store.keyword.upsert(
+            conn, KeywordDoc("shared", "memory", "", "global cache rule", time.time())
+        )
     with store.read() as conn:
         hits = store.keyword.search(conn, "cache invalidation", Scope("mine", "alice"), 1)
         assert [h.doc_id for h in hits] == ["mine-1"]
@@ -131,8 +168,11 @@ def test_sweeper_finds_lost_and_expired_work(store: Store) -> None:
         inbox.accept(store, event, 100)
     assert inbox.claim(store, claimed.event_id, 0.01) is not None  # its worker died at once
     with store.write() as conn:
-        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id.in_(
-            [fresh.event_id, lost.event_id])).values(dispatched_at=time.time() - 120))
+        conn.execute(
+            capture_inbox.update()
+            .where(capture_inbox.c.event_id.in_([fresh.event_id, lost.event_id]))
+            .values(dispatched_at=time.time() - 120)
+        )
     time.sleep(0.02)
     # an expired claim is sent once per expiry, not at every sweep
     assert inbox.dispatch_expired_claims(store, 100) == [claimed.event_id]
@@ -160,29 +200,41 @@ def test_dispatch_missing_is_bounded_and_oldest_first(store: Store) -> None:
     with store.write() as conn:
         conn.execute(capture_inbox.update().values(dispatched_at=time.time() - 120))
     assert set(inbox.dispatch_missing(store, set(first), {}, 10, 10)) == (
-        {e.event_id for e in events} - set(first))
+        {e.event_id for e in events} - set(first)
+    )
 
 
 def test_a_delivered_task_is_held_while_its_worker_can_be_alive(store: Store) -> None:
-    taken, abandoned, waiting_retry, overdue_retry = (
-        _event("p", "s5", n, "dl") for n in range(4))
+    taken, abandoned, waiting_retry, overdue_retry = (_event("p", "s5", n, "dl") for n in range(4))
     for event in (taken, abandoned, waiting_retry, overdue_retry):
         inbox.accept(store, event, 100)
     at = time.time()
     with store.write() as conn:
         conn.execute(capture_inbox.update().values(dispatched_at=at - 120))
-        conn.execute(capture_inbox.update().where(capture_inbox.c.event_id.in_(
-            [waiting_retry.event_id, overdue_retry.event_id])).values(state="retrying"))
-        conn.execute(capture_inbox.update().where(
-            capture_inbox.c.event_id == waiting_retry.event_id).values(next_attempt_at=at + 200))
-        conn.execute(capture_inbox.update().where(
-            capture_inbox.c.event_id == overdue_retry.event_id).values(next_attempt_at=at - 60))
-    delivered = {taken.event_id: at - 1,  # a live worker is about to claim it
-                 abandoned.event_id: at - 100,  # delivered long ago and never claimed
-                 waiting_retry.event_id: at - 100,  # its countdown runs until at + 200
-                 overdue_retry.event_id: at - 100}  # due a minute ago and never claimed
+        conn.execute(
+            capture_inbox.update()
+            .where(capture_inbox.c.event_id.in_([waiting_retry.event_id, overdue_retry.event_id]))
+            .values(state="retrying")
+        )
+        conn.execute(
+            capture_inbox.update()
+            .where(capture_inbox.c.event_id == waiting_retry.event_id)
+            .values(next_attempt_at=at + 200)
+        )
+        conn.execute(
+            capture_inbox.update()
+            .where(capture_inbox.c.event_id == overdue_retry.event_id)
+            .values(next_attempt_at=at - 60)
+        )
+    delivered = {
+        taken.event_id: at - 1,  # a live worker is about to claim it
+        abandoned.event_id: at - 100,  # delivered long ago and never claimed
+        waiting_retry.event_id: at - 100,  # its countdown runs until at + 200
+        overdue_retry.event_id: at - 100,
+    }  # due a minute ago and never claimed
     assert sorted(inbox.dispatch_missing(store, set(), delivered, 10, 100)) == sorted(
-        [abandoned.event_id, overdue_retry.event_id])
+        [abandoned.event_id, overdue_retry.event_id]
+    )
 
 
 def test_inbox_capacity(store: Store) -> None:
@@ -228,8 +280,9 @@ def test_replace_import_keeps_forgotten_events_known(store: Store) -> None:
     event = _event("p", "s6", 1, "rm -rf build")
     _accept_and_store(store, event)
     assert observations.forget(store, store.keyword, event.observation_id, actor="test")
-    transfer.import_(store, {"version": 1, "sessions": [], "observations": [],
-                             "memories": []}, "replace")
+    transfer.import_(
+        store, {"version": 1, "sessions": [], "observations": [], "memories": []}, "replace"
+    )
     assert inbox.accept(store, event, 100).state == "forgotten"
 
 
@@ -246,15 +299,17 @@ def test_migration_rebuilds_an_old_fts5_index(tmp_path) -> None:  # noqa: ANN001
 
     with engine.begin() as conn:
         schema.metadata.create_all(conn)
-        conn.exec_driver_sql("CREATE VIRTUAL TABLE kw_fts USING fts5(body, "
-                             "tokenize='porter unicode61 remove_diacritics 2')")
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE kw_fts USING fts5(body, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
         for version in range(1, 4):
-            conn.exec_driver_sql("INSERT INTO schema_migrations VALUES (?, 'old', 0)",
-                                 (version,))
-        conn.exec_driver_sql("INSERT INTO kw_docs (id, doc_id, kind, project, length, "
-                             "created_at) VALUES (1, 'obs_old', 'observation', 'p', 5, 0)")
-        conn.exec_driver_sql("INSERT INTO kw_fts (rowid, body) VALUES (1, 'legacy flux "
-                             "capacitor')")
+            conn.exec_driver_sql("INSERT INTO schema_migrations VALUES (?, 'old', 0)", (version,))
+        conn.exec_driver_sql(
+            "INSERT INTO kw_docs (id, doc_id, kind, project, length, "
+            "created_at) VALUES (1, 'obs_old', 'observation', 'p', 5, 0)"
+        )
+        conn.exec_driver_sql("INSERT INTO kw_fts (rowid, body) VALUES (1, 'legacy flux capacitor')")
     engine.dispose()
     assert sqlite3.connect(path).execute("SELECT count(*) FROM kw_fts").fetchone() == (1,)
 
@@ -262,8 +317,9 @@ def test_migration_rebuilds_an_old_fts5_index(tmp_path) -> None:  # noqa: ANN001
     try:
         assert schema_version(store.engine) == MIGRATIONS[-1][0]
         with store.read() as conn:
-            assert [h.doc_id for h in store.keyword.search(conn, "capacitor", Scope("p"), 5)] \
-                == ["obs_old"]
+            assert [h.doc_id for h in store.keyword.search(conn, "capacitor", Scope("p"), 5)] == [
+                "obs_old"
+            ]
             assert store.keyword.search(conn, "capacitor", Scope("other"), 5) == []
         assert migrate(store.engine) == []
     finally:
@@ -329,9 +385,11 @@ def test_the_write_lock_serves_writers_in_order_and_live_ones_first() -> None:
         with lock.hold(background=background):
             order.append(name)
 
-    threads = [threading.Thread(target=looping_import),
-               threading.Thread(target=one_write, args=("graph", True, 0.05)),
-               threading.Thread(target=one_write, args=("hook", False, 0.15))]
+    threads = [
+        threading.Thread(target=looping_import),
+        threading.Thread(target=one_write, args=("graph", True, 0.05)),
+        threading.Thread(target=one_write, args=("hook", False, 0.15)),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -11,27 +11,54 @@ ROOT = "/home/dev/src/app"
 HEADINGS = ("Request:", "Files changed:", "Files read:", "Commands:", "Errors:", "Outcome:")
 
 
-def record(hook: str, tool: str | None = None, tool_input: Any = None, tool_output: Any = None,
-           prompt: str | None = None, minute: int = 0) -> dict[str, Any]:
+def record(
+    hook: str,
+    tool: str | None = None,
+    tool_input: Any = None,
+    tool_output: Any = None,
+    prompt: str | None = None,
+    minute: int = 0,
+) -> dict[str, Any]:
     """An observation record as the store keeps it: the event compressed, in camelCase."""
-    event = {"sessionId": "s1", "project": ROOT, "host": "claude-code", "hookType": hook,
-             "toolName": tool, "toolInput": tool_input, "toolOutput": tool_output,
-             "prompt": prompt}
+    event = {
+        "sessionId": "s1",
+        "project": ROOT,
+        "host": "claude-code",
+        "hookType": hook,
+        "toolName": tool,
+        "toolInput": tool_input,
+        "toolOutput": tool_output,
+        "prompt": prompt,
+    }
     c = compress(event)
-    return {"kind": c.kind, "title": c.title, "text": c.text, "hookType": hook,
-            "toolName": tool, "prompt": prompt, "filesRead": list(c.files_read),
-            "filesModified": list(c.files_modified), "commands": list(c.commands),
-            "errors": list(c.errors), "createdAt": f"2026-08-20T10:{minute:02d}:00Z"}
+    return {
+        "kind": c.kind,
+        "title": c.title,
+        "text": c.text,
+        "hookType": hook,
+        "toolName": tool,
+        "prompt": prompt,
+        "filesRead": list(c.files_read),
+        "filesModified": list(c.files_modified),
+        "commands": list(c.commands),
+        "errors": list(c.errors),
+        "createdAt": f"2026-08-20T10:{minute:02d}:00Z",
+    }
 
 
 def bash(command: str, stdout: str, exit_code: int = 0) -> dict[str, Any]:
-    return record("PostToolUse", "Bash", {"command": command},
-                  {"stdout": stdout, "stderr": "", "exit_code": exit_code})
+    return record(
+        "PostToolUse",
+        "Bash",
+        {"command": command},
+        {"stdout": stdout, "stderr": "", "exit_code": exit_code},
+    )
 
 
 def edit(path: str, old: str = "a", new: str = "b") -> dict[str, Any]:
-    return record("PostToolUse", "Edit",
-                  {"file_path": f"{ROOT}/{path}", "old_string": old, "new_string": new})
+    return record(
+        "PostToolUse", "Edit", {"file_path": f"{ROOT}/{path}", "old_string": old, "new_string": new}
+    )
 
 
 def prompt(text: str) -> dict[str, Any]:
@@ -42,8 +69,9 @@ def stop(message: str) -> dict[str, Any]:
     return record("Stop", tool_output={"last_assistant_message": message})
 
 
-FAILING = ("..F.\nFAILED tests/test_auth.py::test_login - assert 401 == 200\n"
-           "1 failed, 3 passed in 0.84s\n")
+FAILING = (
+    "..F.\nFAILED tests/test_auth.py::test_login - assert 401 == 200\n1 failed, 3 passed in 0.84s\n"
+)
 
 
 def realistic_session() -> list[dict[str, Any]]:
@@ -73,8 +101,10 @@ def test_realistic_session() -> None:
     assert summary.request == "Fix the failing login test in tests/test_auth.py"
     assert summary.files_changed == (f"{ROOT}/src/app/auth.py",)
     assert summary.files_read == (f"{ROOT}/src/app/session.py",)
-    assert summary.commands == ("pytest tests/test_auth.py -q",
-                                'git commit -am "Fix login token check"')
+    assert summary.commands == (
+        "pytest tests/test_auth.py -q",
+        'git commit -am "Fix login token check"',
+    )
     assert "FAILED tests/test_auth.py::test_login - assert 401 == 200" in summary.errors
     assert summary.unresolved_errors == ()
     assert all(summary.is_resolved(e) for e in summary.errors)
@@ -91,21 +121,30 @@ def test_realistic_session_text_and_dict() -> None:
     assert "(resolved)" in text and "(unresolved)" not in text
     assert text.splitlines()[-1] == "Outcome: completed: tests passing"
     assert summary.to_dict() == {
-        "request": summary.request, "filesRead": list(summary.files_read),
-        "filesChanged": list(summary.files_changed), "commands": list(summary.commands),
-        "errors": list(summary.errors), "unresolvedErrors": [], "outcome": summary.outcome,
+        "request": summary.request,
+        "filesRead": list(summary.files_read),
+        "filesChanged": list(summary.files_changed),
+        "commands": list(summary.commands),
+        "errors": list(summary.errors),
+        "unresolvedErrors": [],
+        "outcome": summary.outcome,
         "observationCount": 8,
     }
 
 
 def test_unresolved_error_session_says_so() -> None:
-    summary = summarize([
-        prompt("Make the login route rate limited"),
-        edit("src/routes/login.ts"),
-        bash("npm test -- auth", "FAIL src/login.test.ts\n  ● limits to 5 per minute\n"
-                                 "Tests: 1 failed, 6 passed", exit_code=1),
-        stop("I added the limiter but one test still fails."),
-    ])
+    summary = summarize(
+        [
+            prompt("Make the login route rate limited"),
+            edit("src/routes/login.ts"),
+            bash(
+                "npm test -- auth",
+                "FAIL src/login.test.ts\n  ● limits to 5 per minute\nTests: 1 failed, 6 passed",
+                exit_code=1,
+            ),
+            stop("I added the limiter but one test still fails."),
+        ]
+    )
     assert summary.unresolved_errors == summary.errors and summary.errors
     assert summary.outcome.startswith("unresolved errors: ")
     assert "FAIL src/login.test.ts" in summary.outcome
@@ -115,18 +154,24 @@ def test_unresolved_error_session_says_so() -> None:
 
 
 def test_later_errors_after_passing_tests_are_unresolved() -> None:
-    summary = summarize([bash("pytest -q", "3 passed"),
-                         bash("make deploy", "make: *** No rule to make target 'deploy'.", 2)])
+    summary = summarize(
+        [
+            bash("pytest -q", "3 passed"),
+            bash("make deploy", "make: *** No rule to make target 'deploy'.", 2),
+        ]
+    )
     assert summary.outcome.startswith("unresolved errors: make: *** No rule")
 
 
 def test_broader_test_run_resolves_a_narrow_failure_but_other_commands_do_not() -> None:
-    summary = summarize([
-        bash("pytest tests/test_auth.py -q", FAILING, exit_code=1),
-        bash("make lint", "make: *** No rule to make target 'lint'.", exit_code=2),
-        bash("make", "built"),
-        bash("pytest -q", "12 passed"),
-    ])
+    summary = summarize(
+        [
+            bash("pytest tests/test_auth.py -q", FAILING, exit_code=1),
+            bash("make lint", "make: *** No rule to make target 'lint'.", exit_code=2),
+            bash("make", "built"),
+            bash("pytest -q", "12 passed"),
+        ]
+    )
     lint_error = "make: *** No rule to make target 'lint'."
     assert summary.unresolved_errors == (lint_error,)
     assert summary.is_resolved("1 failed, 3 passed in 0.84s")
@@ -141,8 +186,11 @@ def test_a_pre_tool_record_is_no_evidence_of_success() -> None:
 
 
 def test_failed_edit_is_resolved_by_a_later_edit_of_the_same_file() -> None:
-    failed = record("PostToolUseFailure", "Edit", {"file_path": f"{ROOT}/a.py", "old_string": "x",
-                                                   "new_string": "y"})
+    failed = record(
+        "PostToolUseFailure",
+        "Edit",
+        {"file_path": f"{ROOT}/a.py", "old_string": "x", "new_string": "y"},
+    )
     failed["errors"] = ["String to replace not found in file."]
     summary = summarize([failed, edit("a.py")])
     assert summary.errors == ("String to replace not found in file.",)
@@ -158,8 +206,15 @@ def test_outcome_falls_back_to_the_last_stop_message_then_unknown() -> None:
 
 
 def test_several_prompts_are_joined_and_bounded() -> None:
-    summary = summarize([prompt("Fix the login test"), bash("ls", "a"), prompt("Now add docs"),
-                         prompt("Fix the login test"), prompt("x" * 5000)])
+    summary = summarize(
+        [
+            prompt("Fix the login test"),
+            bash("ls", "a"),
+            prompt("Now add docs"),
+            prompt("Fix the login test"),
+            prompt("x" * 5000),
+        ]
+    )
     assert summary.request.startswith("Fix the login test — then: Now add docs; xxx")
     assert len(summary.request) <= MAX_REQUEST_CHARS
 
@@ -189,9 +244,12 @@ def test_files_are_deduplicated_in_first_seen_order_and_bounded() -> None:
 
 def test_odd_records_do_not_raise() -> None:
     odd: list[Any] = [
-        {}, {"kind": "prompt", "text": "Prompt: do it", "prompt": None},
+        {},
+        {"kind": "prompt", "text": "Prompt: do it", "prompt": None},
         {"commands": "pytest", "errors": None, "filesModified": [None, 3, "x.py"]},
-        {"errors": ["boom"], "commands": [5]}, "not a record", None,
+        {"errors": ["boom"], "commands": [5]},
+        "not a record",
+        None,
     ]
     summary = summarize(odd)
     assert summary.request == "do it"

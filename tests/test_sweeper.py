@@ -32,8 +32,12 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, An
     from engram.tasks import runtime
     from engram.tasks.app import configure
 
-    settings = make_settings(tmp_path, ENGRAM_BROKER_URL=redis_url, ENGRAM_INBOX_MAX="20000",
-                             ENGRAM_INBOX_LEASE_SECONDS="1")
+    settings = make_settings(
+        tmp_path,
+        ENGRAM_BROKER_URL=redis_url,
+        ENGRAM_INBOX_MAX="20000",
+        ENGRAM_INBOX_LEASE_SECONDS="1",
+    )
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     configure(settings)
     runtime.install(runtime.Services(settings, store))
@@ -50,11 +54,20 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[tuple[Settings, Store, An
 def accept(settings: Settings, store: Store, n: int, session: str = "s") -> str:
     from engram.tasks.client import dispatch_observe
 
-    event = validate_event({"eventId": f"{session}:{n}", "sessionId": session, "project": "p",
-                            "host": "raw", "hookType": "PostToolUse", "toolName": "Bash",
-                            "toolInput": {"command": f"pytest -k case{n}"},
-                            "toolOutput": "1 failed"},
-                           max_field_chars=10_000, received_at=time.time())
+    event = validate_event(
+        {
+            "eventId": f"{session}:{n}",
+            "sessionId": session,
+            "project": "p",
+            "host": "raw",
+            "hookType": "PostToolUse",
+            "toolName": "Bash",
+            "toolInput": {"command": f"pytest -k case{n}"},
+            "toolOutput": "1 failed",
+        },
+        max_field_chars=10_000,
+        received_at=time.time(),
+    )
     assert inbox.accept(store, event, settings.inbox_max).is_new
     dispatch_observe(event.event_id)  # as the gateway does after accepting
     return event.event_id
@@ -79,7 +92,8 @@ def age_dispatches(store: Store, seconds: float = 600) -> None:
 
 
 def test_a_backlog_is_never_sent_twice_and_a_loss_is_sent_once(
-        broker: tuple[Settings, Store, Any]) -> None:
+    broker: tuple[Settings, Store, Any],
+) -> None:
     from engram.tasks.sweeper import DISPATCH_LIMIT, sweep_once
 
     settings, store, client = broker
@@ -113,7 +127,8 @@ def test_a_backlog_is_never_sent_twice_and_a_loss_is_sent_once(
 
 
 def test_a_dead_workers_delivery_is_sent_again_and_a_live_ones_is_not(
-        broker: tuple[Settings, Store, Any]) -> None:
+    broker: tuple[Settings, Store, Any],
+) -> None:
     from engram.tasks.broker import UNACKED_INDEX_KEY, UNACKED_KEY
     from engram.tasks.sweeper import sweep_once
 
@@ -160,7 +175,8 @@ def test_expired_claims_are_sent_once_per_expiry(broker: tuple[Settings, Store, 
 
 
 def test_summaries_wait_for_their_events_and_are_sent_once(
-        broker: tuple[Settings, Store, Any]) -> None:
+    broker: tuple[Settings, Store, Any],
+) -> None:
     from engram.tasks.sweeper import GRACE_SECONDS, sweep_once
 
     settings, store, client = broker
@@ -184,7 +200,8 @@ def test_summaries_wait_for_their_events_and_are_sent_once(
 
 
 def test_drain_tasks_are_queued_once_however_often_asked(
-        broker: tuple[Settings, Store, Any]) -> None:
+    broker: tuple[Settings, Store, Any],
+) -> None:
     from engram.tasks import runtime
     from engram.tasks.app import EMBED_TASK, GRAPH_TASK, celery_app
     from engram.tasks.dispatch import send_drain
@@ -201,7 +218,8 @@ def test_drain_tasks_are_queued_once_however_often_asked(
 
 
 def test_a_lost_drain_task_is_sent_again_at_the_next_sweep(
-        broker: tuple[Settings, Store, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    broker: tuple[Settings, Store, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A queued drain task that the broker lost (a flushed queue, a worker killed holding it)
     leaves its marker behind; the sweeper releases it, so the index does not wait for the
     marker to expire, and never sends a second one while the first is held."""

@@ -20,12 +20,28 @@ def write(tmp_path: Path, document: Any, text: str | None = None) -> Path:
 
 def document(sessions: int = 3, observations: int = 7, memories: int = 2) -> dict[str, Any]:
     return {
-        "format": "engram-export", "version": 1, "exportedAt": "2026-12-01T00:00:00Z",
-        "memories": [{"id": f"mem_{n}", "content": f"fact {n}", "versions": [
-            {"version": 1, "content": f"fact {n}"}]} for n in range(memories)],
-        "observations": [{"id": f"obs_{n}", "eventId": f"ev{n}", "sessionId": "s1",
-                          "project": "p", "toolInput": {"nested": {"item": [n, 1.5, None]}},
-                          "files": [["a", "b"]]} for n in range(observations)],
+        "format": "engram-export",
+        "version": 1,
+        "exportedAt": "2026-12-01T00:00:00Z",
+        "memories": [
+            {
+                "id": f"mem_{n}",
+                "content": f"fact {n}",
+                "versions": [{"version": 1, "content": f"fact {n}"}],
+            }
+            for n in range(memories)
+        ],
+        "observations": [
+            {
+                "id": f"obs_{n}",
+                "eventId": f"ev{n}",
+                "sessionId": "s1",
+                "project": "p",
+                "toolInput": {"nested": {"item": [n, 1.5, None]}},
+                "files": [["a", "b"]],
+            }
+            for n in range(observations)
+        ],
         "sessions": [{"id": f"s{n}", "project": "p"} for n in range(sessions)],
     }
 
@@ -36,11 +52,16 @@ def test_parts_send_every_item_once_sessions_first_whatever_the_file_order(tmp_p
     assert export.check("merge") == 12
     parts = list(export.parts("merge", 3))
     assert [(list(p.keys() - {"format", "version", "exportedAt"}), s, n) for p, s, n in parts] == [
-        (["sessions"], "merge", 3), (["observations"], "merge", 3),
-        (["observations"], "merge", 3), (["observations"], "merge", 1),
-        (["memories"], "merge", 2)]
+        (["sessions"], "merge", 3),
+        (["observations"], "merge", 3),
+        (["observations"], "merge", 3),
+        (["observations"], "merge", 1),
+        (["memories"], "merge", 2),
+    ]
     assert all(p["version"] == 1 for p, _, _ in parts)
-    sent = {k: [i for p, _, _ in parts for i in p.get(k, [])] for k in doc if isinstance(doc[k], list)}
+    sent = {
+        k: [i for p, _, _ in parts for i in p.get(k, [])] for k in doc if isinstance(doc[k], list)
+    }
     assert sent == {k: v for k, v in doc.items() if isinstance(v, list)}  # nested values intact
 
 
@@ -53,16 +74,24 @@ def test_replace_empties_with_the_first_part_only(tmp_path) -> None:  # noqa: AN
     assert [(s, n) for _, s, n in empty.parts("replace", 10)] == [("replace", 0)]
 
 
-@pytest.mark.parametrize("doc", [
-    {"version": 2, "sessions": []},
-    {"version": 1, "sessions": [{"id": "s"}]},
-    {"version": 1, "observations": [{"id": "o", "eventId": "e", "sessionId": "s",
-                                     "project": "p"}, "not an object"]},
-    {"version": 1, "memories": {"id": "m"}},
-    {"version": 1, "memories": None},
-    ["not", "an", "object"],
-    "a string",
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"version": 2, "sessions": []},
+        {"version": 1, "sessions": [{"id": "s"}]},
+        {
+            "version": 1,
+            "observations": [
+                {"id": "o", "eventId": "e", "sessionId": "s", "project": "p"},
+                "not an object",
+            ],
+        },
+        {"version": 1, "memories": {"id": "m"}},
+        {"version": 1, "memories": None},
+        ["not", "an", "object"],
+        "a string",
+    ],
+)
 def test_check_finds_what_validate_finds(tmp_path, doc: Any) -> None:  # noqa: ANN001
     with pytest.raises(InvalidImport) as whole:
         validate(doc, "merge")

@@ -31,30 +31,65 @@ try:
 except (ImportError, EmbedderError):
     LOCAL_OK = False
 
-needs_local = pytest.mark.skipif(not LOCAL_OK, reason="the local embedder is not installed "
-                                 "(pip install 'engram-memory[local]')")
+needs_local = pytest.mark.skipif(
+    not LOCAL_OK, reason="the local embedder is not installed (pip install 'engram-memory[local]')"
+)
 
 DOCS = [
     # (doc_id, project, agent, kind, body)
-    ("o-db", "alpha", None, "observation",
-     "The Postgres connection pool ran out of connections under load; raised max_connections."),
-    ("o-css", "alpha", None, "observation",
-     "Centered the login button with flexbox and fixed the dark mode colours."),
-    ("o-agent", "alpha", "agent-1", "observation",
-     "Database connections leaked from the worker; closed them in a finally block."),
-    ("m-global", "", None, "memory",
-     "Always run the database migrations before starting the API server."),
-    ("o-beta", "beta", None, "observation",
-     "Database connection pool exhausted in the billing service."),
+    (
+        "o-db",
+        "alpha",
+        None,
+        "observation",
+        "The Postgres connection pool ran out of connections under load; raised max_connections.",
+    ),
+    (
+        "o-css",
+        "alpha",
+        None,
+        "observation",
+        "Centered the login button with flexbox and fixed the dark mode colours.",
+    ),
+    (
+        "o-agent",
+        "alpha",
+        "agent-1",
+        "observation",
+        "Database connections leaked from the worker; closed them in a finally block.",
+    ),
+    (
+        "m-global",
+        "",
+        None,
+        "memory",
+        "Always run the database migrations before starting the API server.",
+    ),
+    (
+        "o-beta",
+        "beta",
+        None,
+        "observation",
+        "Database connection pool exhausted in the billing service.",
+    ),
 ]
 
 
 def _fill(store: Store) -> None:
     with store.write() as conn:
         for doc_id, project, agent, kind, body in DOCS:
-            store.keyword.upsert(conn, KeywordDoc(doc_id=doc_id, kind=kind, project=project,
-                                                  body=body, created_at=1.0, agent_id=agent,
-                                                  session_id=f"s-{doc_id}"))
+            store.keyword.upsert(
+                conn,
+                KeywordDoc(
+                    doc_id=doc_id,
+                    kind=kind,
+                    project=project,
+                    body=body,
+                    created_at=1.0,
+                    agent_id=agent,
+                    session_id=f"s-{doc_id}",
+                ),
+            )
 
 
 def _drain(vectors: Vectors, store: Store) -> None:
@@ -112,9 +147,16 @@ def test_updates_and_deletes_reach_the_vectors(vectors: Vectors, store: Store) -
     assert index is not None and index.count() == len(DOCS)
     with store.write() as conn:
         store.keyword.delete(conn, "o-db")
-        store.keyword.upsert(conn, KeywordDoc(doc_id="o-css", kind="observation",
-                                              project="alpha", created_at=2.0,
-                                              body="Tuned the Postgres pool size and timeouts."))
+        store.keyword.upsert(
+            conn,
+            KeywordDoc(
+                doc_id="o-css",
+                kind="observation",
+                project="alpha",
+                created_at=2.0,
+                body="Tuned the Postgres pool size and timeouts.",
+            ),
+        )
     _drain(vectors, store)
     assert index.count() == len(DOCS) - 1
     top = index.search("postgres pool tuning", Scope("alpha"), 3)
@@ -179,15 +221,21 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
     def hits(*ids: str) -> list[KeywordHit]:
         return [KeywordHit(doc_id=i, kind="observation", session_id=None, score=0.0) for i in ids]
 
-    fused = search.fuse({"bm25": hits("a", "b", "c"), "vector": hits("c", "d")},
-                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5}, k=60)
+    fused = search.fuse(
+        {"bm25": hits("a", "b", "c"), "vector": hits("c", "d")},
+        {"bm25": 1.0, "vector": 1.0, "graph": 0.5},
+        k=60,
+    )
     order = [hit.doc_id for hit, _ in fused]
     assert order[0] == "c"  # in both streams
     assert dict(fused[0][1]) == {"bm25": 3, "vector": 1}
     assert abs(fused[0][0].score - (0.5 / 63 + 0.5 / 61)) < 1e-12
     # a stream that found nothing takes no share: bm25 alone keeps its order, full weight
-    alone = search.fuse({"bm25": hits("a", "b"), "vector": [], "graph": []},
-                        {"bm25": 1.0, "vector": 1.0, "graph": 0.5}, k=60)
+    alone = search.fuse(
+        {"bm25": hits("a", "b"), "vector": [], "graph": []},
+        {"bm25": 1.0, "vector": 1.0, "graph": 0.5},
+        k=60,
+    )
     assert [h.doc_id for h, _ in alone] == ["a", "b"]
     assert abs(alone[0][0].score - 1 / 61) < 1e-12
     # weights matter: a heavier stream's first hit wins a first-place tie
@@ -199,10 +247,10 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
     # k: a document ranked 8th by both streams against one ranked 1st by one stream:
     # k = 60 prefers the agreement (2 x 0.5/68 > 0.5/61), k = 5 the top hit (0.5/6 > 2 x 0.5/13)
     top_only = {"bm25": hits("a", *"pqrstu", "c"), "vector": hits("b", *"jklmno", "c")}
-    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=60)][0] \
-        == "c"
-    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=5)][0] \
-        == "a"
+    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=60)][
+        0
+    ] == "c"
+    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=5)][0] == "a"
 
 
 def test_opening_chroma_does_not_load_grpc(tmp_path: Path) -> None:
@@ -218,16 +266,21 @@ def test_opening_chroma_does_not_load_grpc(tmp_path: Path) -> None:
         "hit = col.query(query_embeddings=[[0.9, 0.1]], n_results=1)['ids'][0]\n"
         "print(hit, 'grpc' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["['a']", "False"]
 
 
-def test_distributed_without_a_chroma_server_says_what_to_do(tmp_path: Path,
-                                                              store: Store) -> None:
-    settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local",
-                             ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14")
+def test_distributed_without_a_chroma_server_says_what_to_do(tmp_path: Path, store: Store) -> None:
+    settings = make_settings(
+        tmp_path, ENGRAM_EMBEDDER="local", ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14"
+    )
     vectors = Vectors(settings, store)
     assert vectors.index() is None
     report = vectors.status()
@@ -246,9 +299,12 @@ def chroma_server(path: Path) -> Iterator[str]:
     port = free_port()
     chroma = Path(sys.executable).parent / "chroma"
     log = open(path.parent / "chroma.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(path), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         import urllib.request
@@ -274,8 +330,12 @@ def test_a_real_chroma_server(tmp_path: Path, store: Store) -> None:
     """ENGRAM_CHROMA_URL: the same index through a real `chroma run`, shared by two processes'
     worth of clients, and the data outlives the client."""
     with chroma_server(tmp_path / "chroma") as url:
-        settings = make_settings(tmp_path, ENGRAM_EMBEDDER="local", ENGRAM_CHROMA_URL=url,
-                                 ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14")
+        settings = make_settings(
+            tmp_path,
+            ENGRAM_EMBEDDER="local",
+            ENGRAM_CHROMA_URL=url,
+            ENGRAM_BROKER_URL="redis://127.0.0.1:6379/14",
+        )
         writer = Vectors(settings, store)
         _fill(store)
         _drain(writer, store)
@@ -284,12 +344,12 @@ def test_a_real_chroma_server(tmp_path: Path, store: Store) -> None:
         assert index is not None, reader.problem
         top = index.search("running out of database connections", Scope("alpha"), 2)
         assert top[0].doc_id in {"o-db", "o-agent"}
-        assert {h.doc_id for h in index.search("css", Scope("beta"), 10)} == {"o-beta",
-                                                                                "m-global"}
+        assert {h.doc_id for h in index.search("css", Scope("beta"), 10)} == {"o-beta", "m-global"}
         assert reader.status()["indexed"] == len(DOCS)
 
 
 # -- through the gateway, with the in-process worker draining -----------------------------
+
 
 @pytest.fixture(scope="module")
 def vector_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
@@ -308,16 +368,23 @@ def vapi(vector_gateway: Any) -> Api:
 
 
 def _observe(api: Api, project: str, text: str) -> str:
-    status, body = api.post("/v1/observe", {
-        "eventId": uuid.uuid4().hex, "sessionId": f"s-{uuid.uuid4().hex[:6]}",
-        "project": project, "host": "test", "hookType": "UserPromptSubmit", "prompt": text})
+    status, body = api.post(
+        "/v1/observe",
+        {
+            "eventId": uuid.uuid4().hex,
+            "sessionId": f"s-{uuid.uuid4().hex[:6]}",
+            "project": project,
+            "host": "test",
+            "hookType": "UserPromptSubmit",
+            "prompt": text,
+        },
+    )
     assert status == 201, body
     return str(body["observationId"])
 
 
 def _vector_ids(api: Api, project: str, query: str) -> list[str]:
-    status, body = api.post("/v1/search", {"query": query, "project": project,
-                                           "mode": "semantic"})
+    status, body = api.post("/v1/search", {"query": query, "project": project, "mode": "semantic"})
     assert status == 200, body
     return [item["id"] for item in body["items"]]
 
@@ -328,30 +395,47 @@ def test_capture_to_semantic_search_and_forget(vapi: Api) -> None:
     cache = _observe(vapi, project, "Redis evictions made the session cache drop users' carts")
     _observe(vapi, project, "Renamed the CSV export column headers to snake case")
     # no word in common with the cache observation: only the vector stream can find it
-    wait_for(lambda: cache in _vector_ids(vapi, project, "key-value store losing shopping "
-                                                        "baskets"), 60, message="embedded")
-    status, body = vapi.post("/v1/search", {"query": "key-value store losing shopping baskets",
-                                            "project": project})
+    wait_for(
+        lambda: cache in _vector_ids(vapi, project, "key-value store losing shopping baskets"),
+        60,
+        message="embedded",
+    )
+    status, body = vapi.post(
+        "/v1/search", {"query": "key-value store losing shopping baskets", "project": project}
+    )
     assert status == 200 and "vector" in body["streams"]
     assert body["items"][0]["id"] == cache and body["items"][0]["ranks"].get("vector") == 1
-    report = wait_for(lambda: (lambda r: r if r["indexes"]["vector"]["pending"] == 0 else None)(
-        vapi.get("/v1/status")[1]), 60, message="queue drained")
+    report = wait_for(
+        lambda: (lambda r: r if r["indexes"]["vector"]["pending"] == 0 else None)(
+            vapi.get("/v1/status")[1]
+        ),
+        60,
+        message="queue drained",
+    )
     vec = report["indexes"]["vector"]
     assert report["embedder"]["vectorSearch"] and vec["ok"] and vec["indexed"] >= 2
     assert vec["backfill"]["done"] and vec["indexed"] == vec["documents"]
     assert vapi.call("DELETE", f"/v1/observations/{cache}")[0] in (200, 204)
-    wait_for(lambda: cache not in _vector_ids(vapi, project, "key-value store losing shopping "
-                                                            "baskets"), 60, message="forgotten")
+    wait_for(
+        lambda: cache not in _vector_ids(vapi, project, "key-value store losing shopping baskets"),
+        60,
+        message="forgotten",
+    )
 
 
 @needs_local
-def test_a_failing_vector_stream_degrades_to_the_others(vapi: Api, vector_gateway: Any,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_vector_stream_degrades_to_the_others(
+    vapi: Api, vector_gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = f"vec-{uuid.uuid4().hex[:6]}"
     _observe(vapi, project, "flaky integration test on the payments service")
-    wait_for(lambda: vapi.post("/v1/search", {"query": "flaky payments test", "project": project,
-                                              "mode": "keyword"})[1]["items"], 30,
-             message="stored")
+    wait_for(
+        lambda: vapi.post(
+            "/v1/search", {"query": "flaky payments test", "project": project, "mode": "keyword"}
+        )[1]["items"],
+        30,
+        message="stored",
+    )
     index = vector_gateway.vectors.index()
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -370,22 +454,32 @@ def test_session_context_picks_memories_by_meaning(vapi: Api) -> None:
     shares no word with the prompt is found through its vector, ahead of unrelated ones."""
     project = f"ctx-{uuid.uuid4().hex[:6]}"
     relevant = "Staging deploys need the VPN up, or the helm upgrade hangs forever."
-    for content in ("Use tabs in the Makefile, never spaces.", relevant,
-                    "The CSV export keeps column order stable for finance."):
+    for content in (
+        "Use tabs in the Makefile, never spaces.",
+        relevant,
+        "The CSV export keeps column order stable for finance.",
+    ):
         assert vapi.post("/v1/memories", {"content": content, "project": project})[0] == 201
     prompt = "why does shipping the release to the test cluster get stuck"
-    wait_for(lambda: vapi.post("/v1/search", {"query": prompt, "project": project,
-                                              "mode": "semantic"})[1]["items"], 60,
-             message="memories embedded")
-    status, body = vapi.post("/v1/sessions", {"sessionId": f"s-{uuid.uuid4().hex[:6]}",
-                                              "project": project, "query": prompt})
+    wait_for(
+        lambda: vapi.post("/v1/search", {"query": prompt, "project": project, "mode": "semantic"})[
+            1
+        ]["items"],
+        60,
+        message="memories embedded",
+    )
+    status, body = vapi.post(
+        "/v1/sessions",
+        {"sessionId": f"s-{uuid.uuid4().hex[:6]}", "project": project, "query": prompt},
+    )
     assert status == 201, body
     memories_section = body["context"].split("## Memories", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in memories_section.splitlines() if line.startswith("- ")]
     assert lines[0] == f"- {relevant}"
     # the budget holds whole items only
-    status, small = vapi.post("/v1/context", {"project": project, "query": prompt,
-                                              "budgetTokens": 60})
+    status, small = vapi.post(
+        "/v1/context", {"project": project, "query": prompt, "budgetTokens": 60}
+    )
     assert status == 200 and small["tokens"] <= 60
     assert all(line in body["context"].splitlines() for line in small["context"].splitlines())
 
@@ -409,8 +503,9 @@ def test_hybrid_does_not_wait_for_a_loading_model(vectors: Vectors, store: Store
 @needs_local
 def test_a_superseded_memory_version_leaves_the_vectors(vapi: Api, vector_gateway: Any) -> None:
     project = f"ver-{uuid.uuid4().hex[:6]}"
-    status, memory = vapi.post("/v1/memories", {"content": "Deploys run through Jenkins.",
-                                                "project": project})
+    status, memory = vapi.post(
+        "/v1/memories", {"content": "Deploys run through Jenkins.", "project": project}
+    )
     assert status == 201
     new = "Deploys run through GitHub Actions workflows."
     assert vapi.call("PATCH", f"/v1/memories/{memory['id']}", {"content": new})[0] == 200
@@ -421,20 +516,24 @@ def test_a_superseded_memory_version_leaves_the_vectors(vapi: Api, vector_gatewa
         with vector_gateway.store.read() as conn:
             if derive.pending(conn, TARGET):
                 return False
-        got = index._collection(project, create=False).get(ids=[memory["id"]],
-                                                            include=["embeddings"])
+        got = index._collection(project, create=False).get(
+            ids=[memory["id"]], include=["embeddings"]
+        )
         vector = got["embeddings"][0] if len(got["embeddings"]) else None
-        return vector is not None and sum(a * b for a, b in zip(vector, expected,
-                                                               strict=True)) > 0.999
+        return (
+            vector is not None and sum(a * b for a, b in zip(vector, expected, strict=True)) > 0.999
+        )
 
     wait_for(current, 60, message="the vector of the new version")
-    status, body = vapi.post("/v1/search", {"query": "Jenkins", "project": project,
-                                            "mode": "semantic"})
+    status, body = vapi.post(
+        "/v1/search", {"query": "Jenkins", "project": project, "mode": "semantic"}
+    )
     assert [item["text"] for item in body["items"]] == [new]
 
 
 def test_a_broken_embedder_is_reported_and_retried_at_most_every_30s(
-        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     opened: list[float] = []
 
     class Broken:
@@ -463,15 +562,22 @@ def test_a_broken_embedder_is_reported_and_retried_at_most_every_30s(
     assert vectors.index() is None and len(opened) == 2
 
 
-def test_document_writes_kick_the_derived_indexes_and_reads_do_not(tmp_path: Path,
-                                                                   store: Store) -> None:
+def test_document_writes_kick_the_derived_indexes_and_reads_do_not(
+    tmp_path: Path, store: Store
+) -> None:
     from engram.api import create_app
 
     kicks: list[str] = []
-    app = create_app(make_settings(tmp_path), store, secret="s3cret",
-                     dispatch=lambda _event_id: None, enqueue_summary=lambda _sid: None,
-                     broker_probe=lambda: None, worker_probe=lambda: {"alive": 1, "names": []},
-                     derived_changed=lambda: kicks.append("kick"))
+    app = create_app(
+        make_settings(tmp_path),
+        store,
+        secret="s3cret",
+        dispatch=lambda _event_id: None,
+        enqueue_summary=lambda _sid: None,
+        broker_probe=lambda: None,
+        worker_probe=lambda: {"alive": 1, "names": []},
+        derived_changed=lambda: kicks.append("kick"),
+    )
     api = Api(app.test_client(), "s3cret", store)
     assert api.post("/v1/search", {"query": "x", "project": "p"})[0] == 200
     assert api.post("/v1/context", {"project": "p"})[0] == 200
@@ -489,15 +595,25 @@ def test_weights_shape_hybrid_only(vapi: Api, vector_gateway: Any) -> None:
     does not run a stream weighted 0."""
     project = f"w-{uuid.uuid4().hex[:6]}"
     oid = _observe(vapi, project, "Redis evictions made the session cache drop users' carts")
-    wait_for(lambda: oid in _vector_ids(vapi, project, "key-value store losing baskets"), 60,
-             message="embedded")
+    wait_for(
+        lambda: oid in _vector_ids(vapi, project, "key-value store losing baskets"),
+        60,
+        message="embedded",
+    )
     store, vectors = vector_gateway.store, vector_gateway.vectors
     no_vector = {"bm25": 1.0, "vector": 0.0, "graph": 0.3}
-    semantic = search.search(store, "key-value store losing baskets", Scope(project),
-                             mode="semantic", vectors=vectors, weights=no_vector)
+    semantic = search.search(
+        store,
+        "key-value store losing baskets",
+        Scope(project),
+        mode="semantic",
+        vectors=vectors,
+        weights=no_vector,
+    )
     assert [item["id"] for item in semantic["items"]] == [oid]
-    hybrid = search.search(store, "redis evictions", Scope(project), vectors=vectors,
-                           weights=no_vector)
+    hybrid = search.search(
+        store, "redis evictions", Scope(project), vectors=vectors, weights=no_vector
+    )
     assert hybrid["streams"] == ["bm25", "graph"] and "degraded" not in hybrid
 
 
@@ -508,9 +624,16 @@ def test_the_index_keeps_the_newest_observations(vectors: Vectors, store: Store)
 
     def add(doc_id: str, kind: str, at: float, project: str = "keep") -> None:
         with store.write() as conn:
-            store.keyword.upsert(conn, KeywordDoc(doc_id=doc_id, kind=kind, project=project,
-                                                  body=f"{doc_id}: the build failed on ARM",
-                                                  created_at=at))
+            store.keyword.upsert(
+                conn,
+                KeywordDoc(
+                    doc_id=doc_id,
+                    kind=kind,
+                    project=project,
+                    body=f"{doc_id}: the build failed on ARM",
+                    created_at=at,
+                ),
+            )
 
     def indexed(project: str = "keep") -> set[str]:
         index = vectors.index()
@@ -541,12 +664,30 @@ def test_file_reads_and_listings_get_no_vector(vectors: Vectors, store: Store) -
     from engram import drains
     from tests.test_graph import observe
 
-    read = observe(store, "kinds", "s1", "Read", {"file_path": "src/billing/invoice.py"},
-                   {"content": "def total(items):\n    return sum(i.price for i in items)\n"})
-    grep = observe(store, "kinds", "s1", "Grep", {"pattern": "price"},
-                   {"output": "src/billing/invoice.py:2: return sum(i.price for i in items)"})
-    ran = observe(store, "kinds", "s1", "Bash", {"command": "pytest tests/test_invoice.py"},
-                  {"stdout": "FAILED test_total - TypeError: unsupported operand", "exit_code": 1})
+    read = observe(
+        store,
+        "kinds",
+        "s1",
+        "Read",
+        {"file_path": "src/billing/invoice.py"},
+        {"content": "def total(items):\n    return sum(i.price for i in items)\n"},
+    )
+    grep = observe(
+        store,
+        "kinds",
+        "s1",
+        "Grep",
+        {"pattern": "price"},
+        {"output": "src/billing/invoice.py:2: return sum(i.price for i in items)"},
+    )
+    ran = observe(
+        store,
+        "kinds",
+        "s1",
+        "Bash",
+        {"command": "pytest tests/test_invoice.py"},
+        {"stdout": "FAILED test_total - TypeError: unsupported operand", "exit_code": 1},
+    )
     drains.drain_vectors(store, vectors, batch=50)
     index = vectors.index()
     assert index is not None

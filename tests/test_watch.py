@@ -80,11 +80,22 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingGatew
     recording.close()
 
 
-def syncer_for(gateway: RecordingGateway, root: Path | list[Path], out: StringIO,
-               state: WatchState | None = None) -> Syncer:
+def syncer_for(
+    gateway: RecordingGateway,
+    root: Path | list[Path],
+    out: StringIO,
+    state: WatchState | None = None,
+) -> Syncer:
     roots = root if isinstance(root, list) else [root]
-    return Syncer(Client(gateway.url, gateway.secret), user="alice", scope="project", force=False,
-                  projects={r.resolve(): "acme-api" for r in roots}, out=out, state=state)
+    return Syncer(
+        Client(gateway.url, gateway.secret),
+        user="alice",
+        scope="project",
+        force=False,
+        projects={r.resolve(): "acme-api" for r in roots},
+        out=out,
+        state=state,
+    )
 
 
 class Running:
@@ -102,12 +113,16 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(gateway: RecordingGateway, root: Path | list[Path], *,
-            state: WatchState | None = None, **kw: Any) -> Iterator[Running]:
+def running(
+    gateway: RecordingGateway,
+    root: Path | list[Path],
+    *,
+    state: WatchState | None = None,
+    **kw: Any,
+) -> Iterator[Running]:
     out = StringIO()
     roots = sorted(r.resolve() for r in (root if isinstance(root, list) else [root]))
-    daemon = Daemon(syncer_for(gateway, roots, out, state), roots, debounce=0.3, out=out,
-                    **kw)
+    daemon = Daemon(syncer_for(gateway, roots, out, state), roots, debounce=0.3, out=out, **kw)
     run = Running(daemon, out)
     run.thread.start()
     wait_for(lambda: daemon.ready.is_set() or run.code is not None, message="the first pass")
@@ -120,8 +135,9 @@ def running(gateway: RecordingGateway, root: Path | list[Path], *,
         assert not run.thread.is_alive()
 
 
-def test_a_burst_and_an_editor_save_are_each_one_import(gateway: RecordingGateway,
-                                                        tmp_path: Path) -> None:
+def test_a_burst_and_an_editor_save_are_each_one_import(
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     target = tmp_path / "AGENTS.md"
     target.write_text("## Build\n\n- make check\n")
     with running(gateway, tmp_path) as run:
@@ -151,20 +167,29 @@ def test_a_burst_and_an_editor_save_are_each_one_import(gateway: RecordingGatewa
 def test_new_nested_folders_are_watched(gateway: RecordingGateway, tmp_path: Path) -> None:
     with running(gateway, tmp_path):
         assert gateway.bodies == []
-        created = [".github/instructions/lang/go/go.instructions.md",
-                   ".cursor/rules/backend/db/sql.mdc", ".claude/agents/x/memory/notes.md",
-                   "packages/web/CLAUDE.md"]
+        created = [
+            ".github/instructions/lang/go/go.instructions.md",
+            ".cursor/rules/backend/db/sql.mdc",
+            ".claude/agents/x/memory/notes.md",
+            "packages/web/CLAUDE.md",
+        ]
         for relpath in created:
             path = tmp_path / relpath
             path.parent.mkdir(parents=True)
             path.write_text("- a rule\n")
         (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
         (tmp_path / "node_modules" / "pkg" / "AGENTS.md").write_text("- not ours\n")
-        wait_for(lambda: {b["relpath"] for b in gateway.bodies} >= set(created),
-                 message="every new file's import")
+        wait_for(
+            lambda: {b["relpath"] for b in gateway.bodies} >= set(created),
+            message="every new file's import",
+        )
         tools = {b["relpath"]: b["tool"] for b in gateway.bodies}
-        assert tools == {created[0]: "copilot", created[1]: "cursor",
-                         created[2]: "claude-code", created[3]: "claude-code"}
+        assert tools == {
+            created[0]: "copilot",
+            created[1]: "cursor",
+            created[2]: "claude-code",
+            created[3]: "claude-code",
+        }
 
 
 def test_a_deleted_file_is_sent_with_no_facts(gateway: RecordingGateway, tmp_path: Path) -> None:
@@ -193,8 +218,12 @@ def test_an_overflow_rescans_every_file(gateway: RecordingGateway, tmp_path: Pat
 
 # --- fixes: nested roots, links, odd files, 5xx, deletions while stopped ------------------------
 
-def once(gateway: RecordingGateway, roots: list[Path], state: WatchState | None = None,
-         ) -> tuple[int, str]:
+
+def once(
+    gateway: RecordingGateway,
+    roots: list[Path],
+    state: WatchState | None = None,
+) -> tuple[int, str]:
     out = StringIO()
     resolved = sorted(r.resolve() for r in roots)
     code = run_once(syncer_for(gateway, resolved, out, state), resolved)
@@ -202,7 +231,8 @@ def once(gateway: RecordingGateway, roots: list[Path], state: WatchState | None 
 
 
 def test_nested_roots_sync_each_file_once_under_the_innermost_root(
-        gateway: RecordingGateway, tmp_path: Path) -> None:
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     outer, inner = tmp_path / "r3", tmp_path / "r3" / "sub"
     (outer / "AGENTS.md").parent.mkdir()
     (outer / "AGENTS.md").write_text("- outer\n")
@@ -211,7 +241,8 @@ def test_nested_roots_sync_each_file_once_under_the_innermost_root(
     code, out = once(gateway, [outer, inner])
     assert code == 0, out
     assert [b["root"] for b in gateway.posts_of(inner / "AGENTS.md")] == [
-        root_fingerprint(inner)]  # never also as r3's sub/AGENTS.md
+        root_fingerprint(inner)
+    ]  # never also as r3's sub/AGENTS.md
     gateway.bodies.clear()
     with running(gateway, [outer, inner]) as run:
         assert len(gateway.posts_of(inner / "AGENTS.md")) == 1
@@ -227,15 +258,18 @@ def test_nested_roots_sync_each_file_once_under_the_innermost_root(
     assert posts[-1]["facts"] == []
 
 
-def test_claude_md_linked_to_agents_md_is_imported_once(gateway: RecordingGateway,
-                                                        tmp_path: Path) -> None:
+def test_claude_md_linked_to_agents_md_is_imported_once(
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     (tmp_path / "AGENTS.md").write_text("- Run make check\n")
     (tmp_path / "CLAUDE.md").symlink_to("AGENTS.md")
     code, out = once(gateway, [tmp_path])
     assert code == 0, out
     assert [b["relpath"] for b in gateway.bodies] == ["AGENTS.md"]
-    assert ("watch: claude-code CLAUDE.md is the same file as codex AGENTS.md (a link); "
-            "imported once, as codex AGENTS.md") in out
+    assert (
+        "watch: claude-code CLAUDE.md is the same file as codex AGENTS.md (a link); "
+        "imported once, as codex AGENTS.md"
+    ) in out
     gateway.bodies.clear()
     with running(gateway, tmp_path) as run:
         (tmp_path / "AGENTS.md").write_text("- Run make check\n- Run make e2e\n")
@@ -246,15 +280,20 @@ def test_claude_md_linked_to_agents_md_is_imported_once(gateway: RecordingGatewa
         (tmp_path / "CLAUDE.md").write_text("- Claude only\n")
         wait_for(lambda: gateway.posts("CLAUDE.md"), message="the real CLAUDE.md")
         (tmp_path / "GEMINI.md").symlink_to("AGENTS.md")
-        wait_for(lambda: "claude-code CLAUDE.md" in run.out.getvalue()
-                 and "gemini GEMINI.md is the same file" in run.out.getvalue(),
-                 message="the new link")
+        wait_for(
+            lambda: (
+                "claude-code CLAUDE.md" in run.out.getvalue()
+                and "gemini GEMINI.md is the same file" in run.out.getvalue()
+            ),
+            message="the new link",
+        )
         wait_for(run.settled, message="the daemon to settle")
     assert [b["relpath"] for b in gateway.bodies] == ["AGENTS.md", "AGENTS.md", "CLAUDE.md"]
 
 
 def test_a_file_that_becomes_a_link_has_its_own_memories_retired(
-        gateway: RecordingGateway, tmp_path: Path) -> None:
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     state = WatchState(tmp_path / "data" / "watch-state.json")
     root = tmp_path / "repo"
     root.mkdir()
@@ -270,7 +309,8 @@ def test_a_file_that_becomes_a_link_has_its_own_memories_retired(
 
 
 def test_an_unusable_at_token_or_a_failing_file_is_one_error_and_the_run_goes_on(
-        gateway: RecordingGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gateway: RecordingGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "CLAUDE.md").write_text(f"- See @{'x' * 300} first\n")  # ENAMETOOLONG
     (tmp_path / "GEMINI.md").write_text("- fine\n")
     code, out = once(gateway, [tmp_path])
@@ -288,28 +328,31 @@ def test_an_unusable_at_token_or_a_failing_file_is_one_error_and_the_run_goes_on
     (tmp_path / "GEMINI.md").write_text("- fine, edited\n")
     code, out = once(gateway, [tmp_path])
     assert code == 1
-    assert "sync error: claude-code CLAUDE.md: cannot import it (PermissionError: [Errno 13] " \
-           "Permission denied: '/x/secret/\\nnotes.md'); skipped" in out
+    assert (
+        "sync error: claude-code CLAUDE.md: cannot import it (PermissionError: [Errno 13] "
+        "Permission denied: '/x/secret/\\nnotes.md'); skipped" in out
+    )
     assert "Traceback" not in out and "synced gemini GEMINI.md" in out
     assert "1 imported, 0 unchanged, 0 skipped-conflict, 0 reconciled, 1 errors" in out
 
 
-def test_a_5xx_answer_is_retried_with_back_off(gateway: RecordingGateway,
-                                               tmp_path: Path) -> None:
+def test_a_5xx_answer_is_retried_with_back_off(gateway: RecordingGateway, tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("- one\n")
     gateway.failures = 2
     with running(gateway, tmp_path) as run:
         wait_for(lambda: gateway.posts("AGENTS.md"), timeout=10, message="the retried import")
         wait_for(run.settled, message="the daemon to settle")
     out = run.out.getvalue()
-    assert "sync error: codex AGENTS.md: refused (HTTP 503: database is locked); retrying in 1s" \
-        in out
+    assert (
+        "sync error: codex AGENTS.md: refused (HTTP 503: database is locked); retrying in 1s" in out
+    )
     assert "retrying in 2s" in out and "synced codex AGENTS.md: 1 created" in out
     assert run.daemon.syncer.totals["errors"] == 1  # one failure episode, one error
 
 
-def test_a_fifo_named_like_a_source_is_skipped_not_read(gateway: RecordingGateway,
-                                                        tmp_path: Path) -> None:
+def test_a_fifo_named_like_a_source_is_skipped_not_read(
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     os.mkfifo(tmp_path / "AGENTS.md")  # no writer: reading it would block forever
     (tmp_path / "GEMINI.md").write_text("- fine\n")
     with running(gateway, tmp_path) as run:
@@ -319,7 +362,8 @@ def test_a_fifo_named_like_a_source_is_skipped_not_read(gateway: RecordingGatewa
 
 
 def test_files_deleted_while_nothing_watched_are_retired_on_the_next_pass(
-        gateway: RecordingGateway, tmp_path: Path) -> None:
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     state_file = tmp_path / "data" / "watch-state.json"
     root = tmp_path / "repo"
     (root / "docs").mkdir(parents=True)
@@ -348,6 +392,7 @@ def test_files_deleted_while_nothing_watched_are_retired_on_the_next_pass(
 
 # --- the inotify limit -------------------------------------------------------------------------
 
+
 def limited_observer(max_watches: int) -> type:
     """The daemon's real inotify observer on an inotify instance that refuses watches past
     ``max_watches`` exactly as the kernel does (OSError ENOSPC from inotify_add_watch)."""
@@ -370,7 +415,8 @@ def limited_observer(max_watches: int) -> type:
 
 
 def test_a_root_that_cannot_be_watched_stops_with_the_limit_and_the_fix(
-        gateway: RecordingGateway, tmp_path: Path) -> None:
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     class NoWatches(checked_observer_class()):  # type: ignore[misc]
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
@@ -386,7 +432,8 @@ def test_a_root_that_cannot_be_watched_stops_with_the_limit_and_the_fix(
 
 
 def test_a_subfolder_over_the_limit_at_start_is_not_silently_skipped(
-        gateway: RecordingGateway, tmp_path: Path) -> None:
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     for relpath in ("a/b/c", "d"):
         (tmp_path / relpath).mkdir(parents=True)
     # watchdog itself swallows a failed watch below the root; the daemon must not.
@@ -396,8 +443,9 @@ def test_a_subfolder_over_the_limit_at_start_is_not_silently_skipped(
     assert "fs.inotify.max_user_watches" in run.out.getvalue()
 
 
-def test_a_new_folder_over_the_limit_stops_the_daemon(gateway: RecordingGateway,
-                                                      tmp_path: Path) -> None:
+def test_a_new_folder_over_the_limit_stops_the_daemon(
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     (tmp_path / "docs").mkdir()
     with running(gateway, tmp_path, observer_factory=limited_observer(2)) as run:
         assert run.code is None  # root and docs/: exactly at the limit
@@ -409,36 +457,62 @@ def test_a_new_folder_over_the_limit_stops_the_daemon(gateway: RecordingGateway,
 
 # --- the command -------------------------------------------------------------------------------
 
+
 def cli_env(tmp_path: Path, secret: str = "unused") -> dict[str, str]:
-    return {**os.environ, "ENGRAM_DATA_DIR": str(tmp_path / "data"),
-            "ENGRAM_CONFIG_DIR": str(tmp_path / "config"), "ENGRAM_SECRET": secret}
+    return {
+        **os.environ,
+        "ENGRAM_DATA_DIR": str(tmp_path / "data"),
+        "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
+        "ENGRAM_SECRET": secret,
+    }
 
 
-def test_once_posts_every_file_and_prints_a_summary(gateway: RecordingGateway,
-                                                    tmp_path: Path) -> None:
+def test_once_posts_every_file_and_prints_a_summary(
+    gateway: RecordingGateway, tmp_path: Path
+) -> None:
     repo = tmp_path / "acme-api"
     (repo / ".git").mkdir(parents=True)
     (repo / "AGENTS.md").write_text("- one\n")
     (repo / "CLAUDE.md").write_text("- two\n")
     command = [ENGRAM, "watch", "--once", "--url", gateway.url, "--user", "bob", str(repo)]
-    done = subprocess.run(command, env=cli_env(tmp_path, gateway.secret), capture_output=True, text=True,
-                          cwd=REPO, timeout=60)
+    done = subprocess.run(
+        command,
+        env=cli_env(tmp_path, gateway.secret),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "synced codex AGENTS.md: 1 created" in done.stderr
-    assert "watch: 2 files: 2 imported, 0 unchanged, 0 skipped-conflict, 0 reconciled, " \
-           "0 errors" in done.stderr
+    assert (
+        "watch: 2 files: 2 imported, 0 unchanged, 0 skipped-conflict, 0 reconciled, "
+        "0 errors" in done.stderr
+    )
     assert {(b["user"], b["project"], b["scope"]) for b in gateway.bodies} == {
-        ("bob", "acme-api", "project")}
-    again = subprocess.run(command, env=cli_env(tmp_path, gateway.secret), capture_output=True, text=True,
-                           cwd=REPO, timeout=60)
+        ("bob", "acme-api", "project")
+    }
+    again = subprocess.run(
+        command,
+        env=cli_env(tmp_path, gateway.secret),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert "synced" not in again.stderr and "2 unchanged" in again.stderr
 
 
 def test_once_without_a_gateway_says_so_and_exits_1(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("- one\n")
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens: refused
-    done = subprocess.run([ENGRAM, "watch", "--once", "--url", url, str(tmp_path)],
-                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [ENGRAM, "watch", "--once", "--url", url, str(tmp_path)],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "the gateway is not answering" in done.stderr
     assert "Traceback" not in done.stderr
@@ -448,9 +522,12 @@ def test_the_daemon_stops_cleanly_on_sigterm(gateway: RecordingGateway, tmp_path
     (tmp_path / "AGENTS.md").write_text("- one\n")
     log = tmp_path / "watch.log"
     with open(log, "w") as handle:
-        proc = subprocess.Popen([ENGRAM, "watch", "--url", gateway.url, str(tmp_path)],
-                                env=cli_env(tmp_path, gateway.secret), stdout=handle,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [ENGRAM, "watch", "--url", gateway.url, str(tmp_path)],
+            env=cli_env(tmp_path, gateway.secret),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(lambda: gateway.posts("AGENTS.md"), message="the first pass")
         proc.send_signal(signal.SIGTERM)
@@ -480,8 +557,14 @@ def server(served: Cluster) -> Cluster:
 
 
 def watch_once(cluster: Cluster, repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ENGRAM, "watch", "--once", *extra, str(repo)], env=cluster.env,
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [ENGRAM, "watch", "--once", *extra, str(repo)],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 def memories(cluster: Cluster, project: str) -> list[dict[str, Any]]:
@@ -505,17 +588,22 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_runbook_edit_agents_md_then_recall_returns_the_new_fact(server: Cluster,
-                                                                 repo: Path) -> None:
+def test_runbook_edit_agents_md_then_recall_returns_the_new_fact(
+    server: Cluster, repo: Path
+) -> None:
     first = watch_once(server, repo)
     assert first.returncode == 0, first.stderr
     (repo / "AGENTS.md").write_text(AGENTS_MD + "- Migrations run with alembic upgrade head\n")
     done = watch_once(server, repo)
     assert done.returncode == 0, done.stderr
     assert "synced codex AGENTS.md" in done.stderr
-    wait_for(lambda: any("alembic upgrade head" in text
-                         for text in recall(server, "alembic migrations", "acme-api")),
-             message="recall to return the new fact")
+    wait_for(
+        lambda: any(
+            "alembic upgrade head" in text
+            for text in recall(server, "alembic migrations", "acme-api")
+        ),
+        message="recall to return the new fact",
+    )
 
 
 @pytest.mark.slow
@@ -531,8 +619,9 @@ def test_runbook_touching_an_unchanged_file_writes_nothing(server: Cluster, repo
 
 
 @pytest.mark.slow
-def test_runbook_an_engram_edit_survives_a_file_edit_as_a_conflict(server: Cluster,
-                                                                    repo: Path) -> None:
+def test_runbook_an_engram_edit_survives_a_file_edit_as_a_conflict(
+    server: Cluster, repo: Path
+) -> None:
     assert watch_once(server, repo).returncode == 0
     fact = "Run make check before pushing to main so that CI stays green"
     memory = next(m for m in memories(server, "acme-api") if m["content"] == fact)
@@ -543,8 +632,10 @@ def test_runbook_an_engram_edit_survives_a_file_edit_as_a_conflict(server: Clust
     done = watch_once(server, repo)
     assert done.returncode == 0, done.stderr
     anchor = "build-and-test/run-make-check-before-pushing-to-main-so"
-    assert f"sync conflict: codex AGENTS.md#{anchor} edited in Engram since the last import; " \
-           "skipped (use --force after reconciling)" in done.stderr
+    assert (
+        f"sync conflict: codex AGENTS.md#{anchor} edited in Engram since the last import; "
+        "skipped (use --force after reconciling)" in done.stderr
+    )
     assert "1 skipped-conflict" in done.stderr
     status, current = server.request("GET", f"/v1/memories/{memory['id']}")
     assert status == 200 and current["content"] == edited

@@ -21,21 +21,34 @@ from engram.wire import (
 
 
 def test_error_body_round_trip() -> None:
-    body = error_body("invalid_event", "invalid event", {"fields": {"sessionId": "required"}},
-                      extra={"retryAfterSeconds": 2})
-    assert body == {"retryAfterSeconds": 2, "error": {
-        "code": "invalid_event", "message": "invalid event",
-        "details": {"fields": {"sessionId": "required"}}}}
+    body = error_body(
+        "invalid_event",
+        "invalid event",
+        {"fields": {"sessionId": "required"}},
+        extra={"retryAfterSeconds": 2},
+    )
+    assert body == {
+        "retryAfterSeconds": 2,
+        "error": {
+            "code": "invalid_event",
+            "message": "invalid event",
+            "details": {"fields": {"sessionId": "required"}},
+        },
+    }
     assert error_parts(body) == ("invalid_event", "invalid event", {"sessionId": "required"})
     assert error_message(422, body) == "HTTP 422: invalid event (sessionId: required)"
-    assert error_message(503, error_body("inbox_full", "the inbox is full")) == \
-        "HTTP 503: the inbox is full"
+    assert (
+        error_message(503, error_body("inbox_full", "the inbox is full"))
+        == "HTTP 503: the inbox is full"
+    )
     # not an error body: its start, never a traceback
     assert error_message(502, "<html>Bad Gateway</html>") == "HTTP 502: <html>Bad Gateway</html>"
     assert error_message(500, None) == "HTTP 500"
     assert error_parts({"error": "flat"}) == ("", "", {})
-    assert str(GatewayError(404, error_body("not_found", "no such memory"))) == \
-        "HTTP 404: no such memory"
+    assert (
+        str(GatewayError(404, error_body("not_found", "no such memory")))
+        == "HTTP 404: no such memory"
+    )
 
 
 @pytest.mark.parametrize("status", sorted(PERMANENT))

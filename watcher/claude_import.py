@@ -31,8 +31,14 @@ from engram.events import parse_timestamp
 
 HOST = "claude-code"
 
-_WRAPPERS = ("<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>",
-             "<local-command-stderr>", "<local-command-caveat>")
+_WRAPPERS = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+)
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]\s*")
 
@@ -89,7 +95,9 @@ def prompt_text(line: dict[str, Any], blocks: list[dict[str, Any]]) -> str | Non
     """What the user typed on this line, or None when the line is not a real prompt."""
     if line.get("isMeta") or line.get("isCompactSummary") or line.get("isSidechain"):
         return None
-    parts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+    parts = [
+        b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
     text = _INTERRUPTED.sub("", _REMINDER.sub("", "\n".join(parts))).strip()
     if not text or text.startswith(_WRAPPERS) or text.startswith("Caveat: "):
         return None
@@ -134,9 +142,16 @@ class _Turn:
     def close(self, project: str) -> HookEvent | None:
         if not self.texts or self.session_id is None:
             return None
-        event = HookEvent(HOST, "Stop", "agent_response", session_id=self.session_id,
-                          turn_id=_safe_id(self.uuid), message="\n".join(self.texts),
-                          timestamp=self.timestamp, project=project)
+        event = HookEvent(
+            HOST,
+            "Stop",
+            "agent_response",
+            session_id=self.session_id,
+            turn_id=_safe_id(self.uuid),
+            message="\n".join(self.texts),
+            timestamp=self.timestamp,
+            project=project,
+        )
         self.__init__()  # type: ignore[misc]
         return event
 
@@ -172,48 +187,71 @@ def parse(path: Path, configured_project: str = "") -> Parsed:
             parsed.unusable += 1
             continue
         if session_id not in parsed.sessions:
-            parsed.sessions[session_id] = {"cwd": cwd,
-                                           "project": project_for(cwd, configured_project)}
+            parsed.sessions[session_id] = {
+                "cwd": cwd,
+                "project": project_for(cwd, configured_project),
+            }
         elif cwd and not parsed.sessions[session_id]["cwd"]:
-            parsed.sessions[session_id].update(cwd=cwd,
-                                               project=project_for(cwd, configured_project))
+            parsed.sessions[session_id].update(
+                cwd=cwd, project=project_for(cwd, configured_project)
+            )
         blocks = _blocks(line.get("message"))
         when = _timestamp(line)
         if kind == "assistant":
             for block in blocks:
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     name = block.get("name")
-                    pending[block["id"]] = (name if isinstance(name, str) else None,
-                                            block.get("input"))
-            texts = [b["text"] for b in blocks if b.get("type") == "text"
-                     and isinstance(b.get("text"), str) and b["text"].strip()]
+                    pending[block["id"]] = (
+                        name if isinstance(name, str) else None,
+                        block.get("input"),
+                    )
+            texts = [
+                b["text"]
+                for b in blocks
+                if b.get("type") == "text" and isinstance(b.get("text"), str) and b["text"].strip()
+            ]
             if texts and not line.get("isSidechain"):
                 turn.add(line, session_id, texts)
             continue
         for block in blocks:
             if block.get("type") != "tool_result":
                 continue
-            parsed.events.append(_tool_event(line, block, pending, session_id,
-                                             project_of(session_id), when))
+            parsed.events.append(
+                _tool_event(line, block, pending, session_id, project_of(session_id), when)
+            )
         prompt = prompt_text(line, [b for b in blocks if b.get("type") == "text"])
         if prompt is None:
             continue
         stop = turn.close(project_of(turn.session_id) if turn.session_id else "")
         if stop is not None:
             parsed.events.append(stop)
-        parsed.events.append(HookEvent(
-            HOST, "UserPromptSubmit", "prompt", session_id=session_id,
-            turn_id=_safe_id(line.get("uuid")), prompt=prompt, cwd=cwd,
-            project=project_of(session_id), timestamp=when))
+        parsed.events.append(
+            HookEvent(
+                HOST,
+                "UserPromptSubmit",
+                "prompt",
+                session_id=session_id,
+                turn_id=_safe_id(line.get("uuid")),
+                prompt=prompt,
+                cwd=cwd,
+                project=project_of(session_id),
+                timestamp=when,
+            )
+        )
     stop = turn.close(project_of(turn.session_id) if turn.session_id else "")
     if stop is not None:
         parsed.events.append(stop)
     return parsed
 
 
-def _tool_event(line: dict[str, Any], block: dict[str, Any],
-                pending: dict[str, tuple[str | None, Any]], session_id: str, project: str,
-                when: float | None) -> HookEvent:
+def _tool_event(
+    line: dict[str, Any],
+    block: dict[str, Any],
+    pending: dict[str, tuple[str | None, Any]],
+    session_id: str,
+    project: str,
+    when: float | None,
+) -> HookEvent:
     tool_use_id = _safe_id(block.get("tool_use_id"))
     name, tool_input = pending.pop(block.get("tool_use_id") or "", (None, None))
     failed = block.get("is_error") is True
@@ -222,13 +260,30 @@ def _tool_event(line: dict[str, Any], block: dict[str, Any],
     response = line.get("toolUseResult")
     output = response if isinstance(response, (dict, list)) else _result_text(block.get("content"))
     if failed:
-        return HookEvent(HOST, "PostToolUseFailure", "tool_failure", session_id=session_id,
-                         tool_use_id=tool_use_id, tool_name=name, tool_input=tool_input,
-                         error=_result_text(block.get("content")) or "tool call failed",
-                         project=project, timestamp=when)
-    return HookEvent(HOST, "PostToolUse", "tool_post", session_id=session_id,
-                     tool_use_id=tool_use_id, tool_name=name, tool_input=tool_input,
-                     tool_output=output, project=project, timestamp=when)
+        return HookEvent(
+            HOST,
+            "PostToolUseFailure",
+            "tool_failure",
+            session_id=session_id,
+            tool_use_id=tool_use_id,
+            tool_name=name,
+            tool_input=tool_input,
+            error=_result_text(block.get("content")) or "tool call failed",
+            project=project,
+            timestamp=when,
+        )
+    return HookEvent(
+        HOST,
+        "PostToolUse",
+        "tool_post",
+        session_id=session_id,
+        tool_use_id=tool_use_id,
+        tool_name=name,
+        tool_input=tool_input,
+        tool_output=output,
+        project=project,
+        timestamp=when,
+    )
 
 
 def transcript_files(paths: list[Path]) -> Iterator[Path]:

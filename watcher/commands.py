@@ -20,44 +20,71 @@ CONFIG_FILE = "transcript-watch.json"
 STATE_FILE = "transcript-watch-state.json"
 CONNECTED_FILE = "connected.json"
 
-GATEWAY_DOWN = ("  Start it with `engram serve`, or point --url / ENGRAM_URL at it; a re-run "
-                "continues where this one stopped.")
+GATEWAY_DOWN = (
+    "  Start it with `engram serve`, or point --url / ENGRAM_URL at it; a re-run "
+    "continues where this one stopped."
+)
 
 
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
     p = sub.add_parser(
-        "import-jsonl", help="import Claude Code transcripts (JSONL)",
+        "import-jsonl",
+        help="import Claude Code transcripts (JSONL)",
         description="Send Claude Code transcripts through the capture path: prompts, tool "
         "calls and final answers, with the ids the live hooks use, so nothing is stored twice. "
         "A session the gateway already has from the live hooks gets only its tool calls. "
-        "Safe to re-run: only what is new is stored. Progress goes to stderr.")
+        "Safe to re-run: only what is new is stored. Progress goes to stderr.",
+    )
     common(p)
     client_args(p)
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="transcript files or folders (searched recursively for *.jsonl; "
-                        "default ~/.claude/projects)")
-    p.add_argument("--rescan", action="store_true",
-                   help="read every file again, even those unchanged since the last import")
-    p.add_argument("--include-live", action="store_true",
-                   help="also import files modified in the last two minutes (by default "
-                        "skipped: their session is probably still running)")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="transcript files or folders (searched recursively for *.jsonl; "
+        "default ~/.claude/projects)",
+    )
+    p.add_argument(
+        "--rescan",
+        action="store_true",
+        help="read every file again, even those unchanged since the last import",
+    )
+    p.add_argument(
+        "--include-live",
+        action="store_true",
+        help="also import files modified in the last two minutes (by default "
+        "skipped: their session is probably still running)",
+    )
 
     p = sub.add_parser(
-        "watch-transcripts", help="tail agent transcripts with declarative schemas",
+        "watch-transcripts",
+        help="tail agent transcripts with declarative schemas",
         description="Follow the JSONL transcripts named by a transcript-watch configuration and "
-        "send what its schemas map them to. Runs until Ctrl-C, or one pass with --once.")
+        "send what its schemas map them to. Runs until Ctrl-C, or one pass with --once.",
+    )
     common(p)
     client_args(p)
-    p.add_argument("--config", metavar="FILE",
-                   help="configuration (default ENGRAM_TRANSCRIPT_WATCH_CONFIG or "
-                        f"<config dir>/{CONFIG_FILE})")
-    p.add_argument("--state", metavar="FILE",
-                   help="state file (default: the configuration's stateFile, else "
-                        f"<data dir>/{STATE_FILE})")
-    p.add_argument("--once", action="store_true",
-                   help="one pass over all matching files, then exit (for cron and tests)")
-    p.add_argument("--status", action="store_true",
-                   help="print per-file offsets, pending calls and dead letters, then exit")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration (default ENGRAM_TRANSCRIPT_WATCH_CONFIG or "
+        f"<config dir>/{CONFIG_FILE})",
+    )
+    p.add_argument(
+        "--state",
+        metavar="FILE",
+        help=f"state file (default: the configuration's stateFile, else <data dir>/{STATE_FILE})",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one pass over all matching files, then exit (for cron and tests)",
+    )
+    p.add_argument(
+        "--status",
+        action="store_true",
+        help="print per-file offsets, pending calls and dead letters, then exit",
+    )
     return {"import-jsonl": cmd_import_jsonl, "watch-transcripts": cmd_watch_transcripts}
 
 
@@ -70,6 +97,7 @@ def _settings_and_client(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 # --- import-jsonl ------------------------------------------------------------------------------
+
 
 def cmd_import_jsonl(args: argparse.Namespace) -> int:
     from engram.watcher.claude_import import transcript_files
@@ -87,8 +115,13 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
         print(f"engram: no *.jsonl files under {', '.join(map(str, roots))}", file=sys.stderr)
         return EXIT_OK
     settings, client = _settings_and_client(args)
-    importer = Importer(Delivery(client), settings.data_dir, settings.project,
-                        use_ledger=not args.rescan, include_live=args.include_live)
+    importer = Importer(
+        Delivery(client),
+        settings.data_dir,
+        settings.project,
+        use_ledger=not args.rescan,
+        include_live=args.include_live,
+    )
     try:
         totals = importer.run(files)
     except ImportStopped as exc:
@@ -108,10 +141,13 @@ def cmd_import_jsonl(args: argparse.Namespace) -> int:
 
 # --- watch-transcripts -------------------------------------------------------------------------
 
+
 def connected_hosts(settings: Any) -> frozenset[str]:
     """Hosts whose native hooks are connected: they capture their main sessions themselves."""
     # agents.connect grows hooks_connected(settings); until then read its file here.
-    hooks_connected = getattr(importlib.import_module("engram.agents.connect"), "hooks_connected", None)
+    hooks_connected = getattr(
+        importlib.import_module("engram.agents.connect"), "hooks_connected", None
+    )
     if callable(hooks_connected):
         return frozenset(hooks_connected(settings))
     path = Path(settings.config_dir) / CONNECTED_FILE
@@ -124,8 +160,9 @@ def connected_hosts(settings: Any) -> frozenset[str]:
         return frozenset()
     if not isinstance(data, dict):
         return frozenset()
-    return frozenset(host for host, entry in data.items()
-                     if isinstance(entry, dict) and entry.get("hooks"))
+    return frozenset(
+        host for host, entry in data.items() if isinstance(entry, dict) and entry.get("hooks")
+    )
 
 
 def _config_path(args: argparse.Namespace, settings: Any) -> Path:
@@ -158,20 +195,29 @@ def cmd_watch_transcripts(args: argparse.Namespace) -> int:
     from engram.watcher.delivery import Delivery
     from engram.watcher.transcripts import TranscriptWatcher, run_forever
 
-    watcher = TranscriptWatcher(config, Delivery(client_for(args, settings)),
-                                state_path=state_path, dead_letter_path=dead_letters,
-                                project=settings.project,
-                                hooks_connected=connected_hosts(settings))
+    watcher = TranscriptWatcher(
+        config,
+        Delivery(client_for(args, settings)),
+        state_path=state_path,
+        dead_letter_path=dead_letters,
+        project=settings.project,
+        hooks_connected=connected_hosts(settings),
+    )
     if args.once:
         totals = watcher.pass_once()
-        print(f"watch-transcripts: {totals['files']} files, {totals['lines']} lines read"
-              + (f", {totals['stalled']} waiting for the gateway" if totals["stalled"] else ""),
-              file=sys.stderr)
+        print(
+            f"watch-transcripts: {totals['files']} files, {totals['lines']} lines read"
+            + (f", {totals['stalled']} waiting for the gateway" if totals["stalled"] else ""),
+            file=sys.stderr,
+        )
         return EXIT_FAILURE if totals["stalled"] else EXIT_OK
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"watch-transcripts: following {len(config.watches)} watches from {config.source} "
-          f"(state {state_path}); Ctrl-C stops", file=sys.stderr)
+    print(
+        f"watch-transcripts: following {len(config.watches)} watches from {config.source} "
+        f"(state {state_path}); Ctrl-C stops",
+        file=sys.stderr,
+    )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
         run_forever(watcher, settings.transcript_poll_seconds, stop)
     watcher.save()
@@ -200,7 +246,8 @@ def render_status(state_path: Path, dead_letters: Path) -> str:
             f"pending calls {len(pending)}"
             + (f" [{', '.join(list(pending)[:5])}]" if pending else "")
             + f", dead letters {entry.get('deadLetters', 0)}, "
-            f"covered by hooks {entry.get('coveredByHooks', 0)}")
+            f"covered by hooks {entry.get('coveredByHooks', 0)}"
+        )
     count = 0
     if dead_letters.exists():
         with open(dead_letters, encoding="utf-8") as handle:

@@ -33,6 +33,7 @@ LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
 
 # --- the daemon ----------------------------------------------------------------------------------
 
+
 class WatchError(Exception):
     """The file watcher cannot (or can no longer) see every change: the daemon must stop."""
 
@@ -44,17 +45,21 @@ def limit_message(exc: OSError, where: str) -> str:
         why = "every folder under a watched PATH takes one watch (node_modules and .venv too)"
     else:
         name, example = "fs.inotify.max_user_instances", 1024
-        why = ("each watching process takes an inotify instance (on macOS/BSD: an open file per "
-               "watched file; raise `ulimit -n`)")
+        why = (
+            "each watching process takes an inotify instance (on macOS/BSD: an open file per "
+            "watched file; raise `ulimit -n`)"
+        )
     try:
         current = Path("/proc/sys", *name.split(".")).read_text().strip()
     except OSError:
         current = "unknown"
-    return (f"engram: cannot watch {where}: {exc.strerror or exc} ({name} = {current}; {why}).\n"
-            f"  Raise it:  sudo sysctl {name}={example}\n"
-            f"  Keep it:   echo {name}={example} | sudo tee /etc/sysctl.d/60-engram-watch.conf\n"
-            "  Or watch fewer or smaller folders, or run `engram watch --once` from cron.\n"
-            "  Stopping rather than silently missing changes.")
+    return (
+        f"engram: cannot watch {where}: {exc.strerror or exc} ({name} = {current}; {why}).\n"
+        f"  Raise it:  sudo sysctl {name}={example}\n"
+        f"  Keep it:   echo {name}={example} | sudo tee /etc/sysctl.d/60-engram-watch.conf\n"
+        "  Or watch fewer or smaller folders, or run `engram watch --once` from cron.\n"
+        "  Stopping rather than silently missing changes."
+    )
 
 
 @functools.cache
@@ -67,8 +72,9 @@ def checked_observer_class() -> type:
     from watchdog.observers.inotify_c import InotifyFD
 
     class CheckedInotifyFD(InotifyFD):
-        def __init__(self, on_limit: Callable[[OSError], None],
-                     on_overflow: Callable[[], None]) -> None:
+        def __init__(
+            self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
+        ) -> None:
             super().__init__()
             self.on_limit, self.on_overflow = on_limit, on_overflow
 
@@ -88,13 +94,19 @@ def checked_observer_class() -> type:
     class CheckedInotifyObserver(InotifyObserver):
         fd_class = CheckedInotifyFD
 
-        def __init__(self, on_limit: Callable[[OSError], None],
-                     on_overflow: Callable[[], None], *, timeout: float = 1.0) -> None:
+        def __init__(
+            self,
+            on_limit: Callable[[OSError], None],
+            on_overflow: Callable[[], None],
+            *,
+            timeout: float = 1.0,
+        ) -> None:
             # InotifyObserver.__init__, with the checked inotify instance instead of its own.
             self._inotify_fd = self.fd_class(on_limit, on_overflow)
             self._inotify_fd.start()
-            BaseObserver.__init__(self, InotifyEmitter, timeout=timeout,
-                                  inotify_fd=self._inotify_fd)
+            BaseObserver.__init__(
+                self, InotifyEmitter, timeout=timeout, inotify_fd=self._inotify_fd
+            )
 
     return CheckedInotifyObserver
 
@@ -112,9 +124,15 @@ class Daemon:
     """A first full pass, then one sync per file after its events settle; retries while the
     gateway is down; rescans after an inotify queue overflow; stops on ``stop``."""
 
-    def __init__(self, syncer: Syncer, roots: list[Path], *, debounce: float = DEBOUNCE_SECONDS,
-                 observer_factory: Callable[..., Any] = default_observer,
-                 out: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        syncer: Syncer,
+        roots: list[Path],
+        *,
+        debounce: float = DEBOUNCE_SECONDS,
+        observer_factory: Callable[..., Any] = default_observer,
+        out: TextIO = sys.stderr,
+    ) -> None:
         self.syncer = syncer
         self.roots = roots
         self.debounce = debounce
@@ -188,8 +206,7 @@ class Daemon:
             return EXIT_FAILURE
         try:
             names = ", ".join(map(str, self.roots))
-            self.syncer.log(f"watch: watching {names} (debounce {self.debounce:g}s); Ctrl-C "
-                            "stops")
+            self.syncer.log(f"watch: watching {names} (debounce {self.debounce:g}s); Ctrl-C stops")
             self._pass()
             self.ready.set()
             while not stop.is_set():
@@ -207,7 +224,7 @@ class Daemon:
             observer.stop()
             with contextlib.suppress(RuntimeError):
                 observer.join(5)
-        self.syncer.log(f"watch: stopped; {self.syncer.summary()[len('watch: '):]}")
+        self.syncer.log(f"watch: stopped; {self.syncer.summary()[len('watch: ') :]}")
         return EXIT_OK
 
     def _start_observer(self) -> Any:
@@ -243,11 +260,14 @@ class Daemon:
         except OSError as exc:
             if exc.errno in LIMIT_ERRNOS:
                 raise WatchError(limit_message(exc, ", ".join(map(str, self.roots)))) from None
-            raise WatchError(f"engram: cannot watch {', '.join(map(str, self.roots))}: "
-                             f"{exc.strerror or exc}") from None
+            raise WatchError(
+                f"engram: cannot watch {', '.join(map(str, self.roots))}: {exc.strerror or exc}"
+            ) from None
         except NotImplementedError as exc:
-            raise WatchError(f"engram: this platform cannot watch folders recursively ({exc}); "
-                             "run `engram watch --once` from cron instead") from None
+            raise WatchError(
+                f"engram: this platform cannot watch folders recursively ({exc}); "
+                "run `engram watch --once` from cron instead"
+            ) from None
         try:
             self._check(observer)
         except WatchError:
@@ -259,11 +279,14 @@ class Daemon:
         with self._lock:
             limit, rescan, self._rescan = self._limit, self._rescan, False
         if limit is not None:
-            raise WatchError(limit_message(limit, "every folder below "
-                                           + ", ".join(map(str, self.roots))))
+            raise WatchError(
+                limit_message(limit, "every folder below " + ", ".join(map(str, self.roots)))
+            )
         if not observer.is_alive():
-            raise WatchError("engram: the file watcher stopped unexpectedly; exiting so that "
-                             "a supervisor restarts it")
+            raise WatchError(
+                "engram: the file watcher stopped unexpectedly; exiting so that "
+                "a supervisor restarts it"
+            )
         if rescan:
             self.syncer.log("watch: the inotify queue overflowed; rescanning every file")
             self._rescan_all()
@@ -275,8 +298,7 @@ class Daemon:
         with self._lock:
             self._known.update(sources)
             self._aliases.update(aliases)
-        for alias, primary in sorted(aliases.items(),
-                                     key=lambda a: (str(a[0].root), a[0].relpath)):
+        for alias, primary in sorted(aliases.items(), key=lambda a: (str(a[0].root), a[0].relpath)):
             self.syncer.alias(alias, primary)
         for source in sources:
             self._sync(source)
@@ -303,8 +325,9 @@ class Daemon:
         if target is not None and target != source:
             return target
         with self._lock:
-            peers = [k for k in self._known if k != source
-                     and os.path.realpath(k.path) == str(real)]
+            peers = [
+                k for k in self._known if k != source and os.path.realpath(k.path) == str(real)
+            ]
             if not peers:
                 self._targets.setdefault(real, set()).add(source)
         return resolve_aliases([source, *peers]).get(source)
@@ -342,7 +365,8 @@ class Daemon:
             if pending:
                 self.touch(primary.path)
             recorded = self.syncer.state is not None and source in self.syncer.state.recorded(
-                source.root)
+                source.root
+            )
             if not (known or recorded):
                 return
             retire = True  # it was imported as its own file: its memories go
@@ -350,16 +374,19 @@ class Daemon:
             outcome = self.syncer.sync(source, gone_ok=known or retire, retire=retire)
         except GatewayFailed as exc:
             delay = doubled(self._backoff.get(source, 0.0), 1.0, RETRY_MAX_SECONDS)
-            self.syncer.error(source, f"{exc}; retrying in {delay:g}s",
-                              count=source not in self._backoff)
+            self.syncer.error(
+                source, f"{exc}; retrying in {delay:g}s", count=source not in self._backoff
+            )
             self._backoff[source] = delay
             with self._lock:
                 self._due.setdefault(source, time.monotonic() + delay)
             return
         except Unreachable as exc:
             if not self._retry:
-                self.syncer.log(f"watch: the gateway is not answering ({exc}); retrying "
-                                "(start it with `engram serve`)")
+                self.syncer.log(
+                    f"watch: the gateway is not answering ({exc}); retrying "
+                    "(start it with `engram serve`)"
+                )
             self._retry = doubled(self._retry, 1.0, RETRY_MAX_SECONDS)
             with self._lock:
                 self._due.setdefault(source, time.monotonic() + self._retry)

@@ -19,7 +19,12 @@ from engram.client import Client, GatewayError, Unreachable
 from engram.wire import AUTH, BUSY, error_message, is_permanent
 
 ACCEPTED, DUPLICATE, RETRYING, REJECTED, TRANSIENT = (
-    "accepted", "duplicate", "retrying", "rejected", "transient")
+    "accepted",
+    "duplicate",
+    "retrying",
+    "rejected",
+    "transient",
+)
 FOUND, MISSING = "found", "missing"
 """Answers of a session lookup (``Gateway.session_exists``)."""
 DELIVERED = frozenset({ACCEPTED, DUPLICATE, RETRYING})
@@ -73,8 +78,9 @@ class Delivery:
     def observe(self, body: dict[str, Any]) -> Outcome:
         return self._send("POST", "/v1/observe", body)
 
-    def start_session(self, session_id: str, project: str, *, host: str,
-                      cwd: str | None) -> Outcome:
+    def start_session(
+        self, session_id: str, project: str, *, host: str, cwd: str | None
+    ) -> Outcome:
         body: dict[str, Any] = {"sessionId": session_id, "project": project, "host": host}
         if cwd:
             body["cwd"] = cwd
@@ -89,7 +95,8 @@ class Delivery:
 
         try:
             status, payload = self.client.request(
-                "GET", f"/v1/sessions/{quote(session_id, safe='')}")
+                "GET", f"/v1/sessions/{quote(session_id, safe='')}"
+            )
         except Unreachable as exc:
             return Outcome(TRANSIENT, str(exc))
         if status == 200:
@@ -132,15 +139,22 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
-def append_dead_letter(path: Path, *, source: str, offset: int, reason: str, line: str,
-                       watch: str | None = None) -> None:
+def append_dead_letter(
+    path: Path, *, source: str, offset: int, reason: str, line: str, watch: str | None = None
+) -> None:
     """One undeliverable line, with why; `engram watch-transcripts --status` counts them. The
     line is scrubbed of secrets (transcripts hold whatever the agent saw) and the file is 0600."""
     from engram.privacy import scrub_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"at": time.time(), "file": source, "offset": offset, "reason": scrub_text(reason),
-              "line": scrub_text(line), **({"watch": watch} if watch else {})}
+    record = {
+        "at": time.time(),
+        "file": source,
+        "offset": offset,
+        "reason": scrub_text(reason),
+        "line": scrub_text(line),
+        **({"watch": watch} if watch else {}),
+    }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")

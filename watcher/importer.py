@@ -75,20 +75,31 @@ class Totals:
     rejections: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        return (f"{self.sent} events sent: {self.accepted} new, {self.duplicates} duplicate, "
-                f"{self.rejected} rejected"
-                + (f"; {self.covered_by_hooks} covered by hooks" if self.covered_by_hooks
-                   else "")
-                + f"; {self.invalid_lines} invalid lines skipped"
-                + (f", {self.unusable_lines} lines with unsafe ids skipped"
-                   if self.unusable_lines else ""))
+        return (
+            f"{self.sent} events sent: {self.accepted} new, {self.duplicates} duplicate, "
+            f"{self.rejected} rejected"
+            + (f"; {self.covered_by_hooks} covered by hooks" if self.covered_by_hooks else "")
+            + f"; {self.invalid_lines} invalid lines skipped"
+            + (
+                f", {self.unusable_lines} lines with unsafe ids skipped"
+                if self.unusable_lines
+                else ""
+            )
+        )
 
 
 class Importer:
-    def __init__(self, gateway: Delivery, data_dir: Path, project: str = "",
-                 out: TextIO = sys.stderr, use_ledger: bool = True,
-                 include_live: bool = False, live_seconds: float = LIVE_SECONDS,
-                 sleep: Any = time.sleep) -> None:
+    def __init__(
+        self,
+        gateway: Delivery,
+        data_dir: Path,
+        project: str = "",
+        out: TextIO = sys.stderr,
+        use_ledger: bool = True,
+        include_live: bool = False,
+        live_seconds: float = LIVE_SECONDS,
+        sleep: Any = time.sleep,
+    ) -> None:
         """``use_ledger=False`` (``--rescan``) reads every file again; the ledger still records
         the sessions this importer created, which decide who writes a session."""
         self.gateway = gateway
@@ -105,8 +116,9 @@ class Importer:
         files = stored.get("files") if "files" in stored else stored  # older: the files alone
         self.ledger: dict[str, Any] = dict(files) if isinstance(files, dict) else {}
         created = stored.get("createdSessions") if "files" in stored else None
-        self.created: set[str] = {s for s in created if isinstance(s, str)} if isinstance(
-            created, list) else set()
+        self.created: set[str] = (
+            {s for s in created if isinstance(s, str)} if isinstance(created, list) else set()
+        )
         """Sessions this importer created: it stays their writer."""
         self.owner: dict[str, bool] = {}
         """Per session looked up in this run: whether this importer writes all of it."""
@@ -119,8 +131,9 @@ class Importer:
             for number, path in enumerate(files, 1):
                 self._file(path, number, len(files))
         finally:
-            write_json_atomic(self.ledger_path, {"files": self.ledger,
-                                                 "createdSessions": sorted(self.created)})
+            write_json_atomic(
+                self.ledger_path, {"files": self.ledger, "createdSessions": sorted(self.created)}
+            )
         return self.totals
 
     def _file(self, path: Path, number: int, total: int) -> None:
@@ -130,14 +143,19 @@ class Importer:
         self.totals.files += 1
         if self.use_ledger and self.ledger.get(key) == seen:
             self.totals.skipped_unchanged += 1
-            print(f"[{number}/{total}] {path}: unchanged since the last import, skipped",
-                  file=self.out)
+            print(
+                f"[{number}/{total}] {path}: unchanged since the last import, skipped",
+                file=self.out,
+            )
             return
         age = time.time() - stat.st_mtime
         if not self.include_live and age < self.live_seconds:
             self.totals.skipped_live += 1
-            print(f"[{number}/{total}] {path}: still being written, skipped (modified "
-                  f"{max(age, 0):.0f}s ago; --include-live imports it)", file=self.out)
+            print(
+                f"[{number}/{total}] {path}: still being written, skipped (modified "
+                f"{max(age, 0):.0f}s ago; --include-live imports it)",
+                file=self.out,
+            )
             return
         parsed = claude_import.parse(path, self.project)
         self.totals.invalid_lines += parsed.invalid
@@ -156,8 +174,7 @@ class Importer:
             body = observe_body(event, event_id(event, fallback_time=0.0))
             outcome = self._observe(body)
             if outcome.status == TRANSIENT:
-                raise ImportStopped(f"{path}: the gateway did not take an event "
-                                    f"({outcome.reason})")
+                raise ImportStopped(f"{path}: the gateway did not take an event ({outcome.reason})")
             self.totals.sent += 1
             status = ACCEPTED if outcome.status == RETRYING else outcome.status
             counts[status] += 1
@@ -167,9 +184,15 @@ class Importer:
                 # Announced only when the session got something new: a re-run of an imported
                 # file makes no session calls (which would re-open and re-summarise it).
                 info = parsed.sessions[event.session_id]
-                self._session(path, self.gateway.start_session(
-                    event.session_id, str(info["project"]), host=claude_import.HOST,
-                    cwd=info["cwd"]))
+                self._session(
+                    path,
+                    self.gateway.start_session(
+                        event.session_id,
+                        str(info["project"]),
+                        host=claude_import.HOST,
+                        cwd=info["cwd"],
+                    ),
+                )
                 started.add(event.session_id)
         for session_id in started:
             self._session(path, self.gateway.end_session(session_id))
@@ -180,9 +203,11 @@ class Importer:
         self.ledger[key] = seen
         hooks = f", {covered} covered by hooks" if covered else ""
         torn = f", {parsed.invalid} invalid lines skipped" if parsed.invalid else ""
-        print(f"[{number}/{total}] {path}: {len(parsed.events)} events: {counts[ACCEPTED]} new, "
-              f"{counts[DUPLICATE]} duplicate, {counts[REJECTED]} rejected{hooks}{torn}",
-              file=self.out)
+        print(
+            f"[{number}/{total}] {path}: {len(parsed.events)} events: {counts[ACCEPTED]} new, "
+            f"{counts[DUPLICATE]} duplicate, {counts[REJECTED]} rejected{hooks}{torn}",
+            file=self.out,
+        )
 
     def _observe(self, body: dict[str, Any]) -> Any:
         """Send one event; while the gateway's inbox is full (its workers are behind), wait for
@@ -194,8 +219,10 @@ class Importer:
             if not outcome.busy or waited >= BUSY_MAX_WAIT_SECONDS:
                 return outcome
             if waited == 0.0:
-                print(f"  gateway busy ({outcome.reason}); waiting for its workers to catch up",
-                      file=self.out)
+                print(
+                    f"  gateway busy ({outcome.reason}); waiting for its workers to catch up",
+                    file=self.out,
+                )
             self.sleep(delay)
             waited += delay
             delay = doubled(delay, BUSY_FIRST_WAIT_SECONDS, BUSY_MAX_DELAY_SECONDS)
@@ -211,8 +238,9 @@ class Importer:
             return
         outcome = self.gateway.session_exists(session_id)
         if outcome.status == TRANSIENT:
-            raise ImportStopped(f"{path}: the gateway did not take a session lookup "
-                                f"({outcome.reason})")
+            raise ImportStopped(
+                f"{path}: the gateway did not take a session lookup ({outcome.reason})"
+            )
         owned = outcome.status != FOUND
         if owned:
             # Recorded before anything is sent: a run stopped half-way still knows on re-run
@@ -222,8 +250,9 @@ class Importer:
 
     def _session(self, path: Path, outcome: Any) -> None:
         if outcome.status == TRANSIENT:
-            raise ImportStopped(f"{path}: the gateway did not take a session call "
-                                f"({outcome.reason})")
+            raise ImportStopped(
+                f"{path}: the gateway did not take a session call ({outcome.reason})"
+            )
         if outcome.status == REJECTED:
             self.totals.rejections.append(f"{path}: session call: {outcome.reason}")
 

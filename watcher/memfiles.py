@@ -37,11 +37,33 @@ from typing import Any
 
 from engram.privacy import scrub_text
 
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".cache", "dist", "build", "target", ".next",
-    ".nuxt", "vendor", ".gradle", ".terraform", "site-packages", ".direnv",
-})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        "dist",
+        "build",
+        "target",
+        ".next",
+        ".nuxt",
+        "vendor",
+        ".gradle",
+        ".terraform",
+        "site-packages",
+        ".direnv",
+    }
+)
 """Folders never searched for memory files: VCS data, dependencies, virtualenvs, build output.
 A folder holding ``pyvenv.cfg`` (a virtualenv of any name) is skipped too."""
 
@@ -80,8 +102,12 @@ class Fact:
     links: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"anchor": self.anchor, "content": self.content, "hash": sha256_text(self.content),
-                "links": self.links}
+        return {
+            "anchor": self.anchor,
+            "content": self.content,
+            "hash": sha256_text(self.content),
+            "links": self.links,
+        }
 
 
 def sha256_text(text: str) -> str:
@@ -95,6 +121,7 @@ def root_fingerprint(root: Path) -> str:
 
 
 # --- where the files are -------------------------------------------------------------------------
+
 
 def classify(root: Path, relpath: str) -> tuple[str, str] | None:
     """(tool, importer kind) of the file at ``relpath`` under ``root``, or None when it is not a
@@ -113,8 +140,12 @@ def classify(root: Path, relpath: str) -> tuple[str, str] | None:
         return "gemini", "markdown"
     if name == ".cursorrules":
         return "cursor", "cursorrules"
-    if name.endswith(".md") and len(parts) >= 2 and parts[-1] == "memory" \
-            and ".claude" in parts[:-1]:
+    if (
+        name.endswith(".md")
+        and len(parts) >= 2
+        and parts[-1] == "memory"
+        and ".claude" in parts[:-1]
+    ):
         return "claude-code", "claude-md"
     if name.endswith(".mdc") and _under(parts, ".cursor", "rules"):
         return "cursor", "cursor-mdc"
@@ -152,7 +183,8 @@ def innermost_root(roots: list[Path], path: Path) -> Path | None:
     best: Path | None = None
     for root in roots:
         if (path == root or root in path.parents) and (
-                best is None or len(root.parts) > len(best.parts)):
+            best is None or len(root.parts) > len(best.parts)
+        ):
             best = root
     return best
 
@@ -257,9 +289,9 @@ def split_front_matter(text: str) -> tuple[str, str]:
         return "", text
     end = text.find("\n---", 3)
     while end != -1:
-        after = text[end + 4:end + 5]
+        after = text[end + 4 : end + 5]
         if after in ("", "\n"):
-            return text[:end + 4].strip("\n"), text[end + 5:]
+            return text[: end + 4].strip("\n"), text[end + 5 :]
         end = text.find("\n---", end + 4)
     return "", text
 
@@ -281,8 +313,12 @@ def _sections(body: str) -> list[_Section]:
         if found:
             headings.append((i, len(found.group(1)), found.group(2).strip()))
     title_line = -1
-    if headings and headings[0][1] == 1 and sum(1 for h in headings if h[1] == 1) == 1 \
-            and not "".join(lines[:headings[0][0]]).strip():
+    if (
+        headings
+        and headings[0][1] == 1
+        and sum(1 for h in headings if h[1] == 1) == 1
+        and not "".join(lines[: headings[0][0]]).strip()
+    ):
         title_line = headings[0][0]  # a lone title: not part of the other anchors' paths
     sections = [_Section(0, "", "")]
     path: list[tuple[int, str]] = []
@@ -391,12 +427,15 @@ class _Facts:
                     unique = f"{anchor}-{sha256_text(text)[:6]}-{n}"
                 taken.add(unique)
                 renamed[id(fact)] = unique
-        return [Fact(renamed.get(id(fact), fact.anchor), fact.content, fact.links)
-                for fact, _ in self._facts]
+        return [
+            Fact(renamed.get(id(fact), fact.anchor), fact.content, fact.links)
+            for fact, _ in self._facts
+        ]
 
 
-def _links(content: str, fragments: dict[str, str], imports: Callable[[str], list[str]] | None,
-           own: str) -> list[str]:
+def _links(
+    content: str, fragments: dict[str, str], imports: Callable[[str], list[str]] | None, own: str
+) -> list[str]:
     """Anchors of this file that ``content`` links to (``[x](#frag)``), then the relpaths it
     imports (``@path``, CLAUDE.md only); in order, each once, never the fact itself."""
     found: list[str] = []
@@ -432,8 +471,9 @@ def import_markdown(text: str, imports: Callable[[str], list[str]] | None = None
             if pending_front:
                 content = f"{pending_front}\n{content}"
                 pending_front = ""
-            facts.add(anchor, content, _links(content, fragments, imports, anchor),
-                      key=_finish(own))
+            facts.add(
+                anchor, content, _links(content, fragments, imports, anchor), key=_finish(own)
+            )
         for item in items:
             first_line = item.split("\n", 1)[0]
             first = slug(first_line, BULLET_WORDS)  # nested items never move it
@@ -512,27 +552,41 @@ def read_source(path: Path) -> bytes:
     hang the caller."""
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise NotRegularFile(f"{path} is not a regular file")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOCTTY", 0)
         | getattr(os, "O_BINARY", 0)
+    )
     with os.fdopen(os.open(path, flags), "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(f"{path} is not a regular file")
         data = handle.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        raise FileTooLarge(f"{path} is {max(info.st_size, len(data))} bytes (over "
-                           f"{MAX_FILE_BYTES})")
+        raise FileTooLarge(
+            f"{path} is {max(info.st_size, len(data))} bytes (over {MAX_FILE_BYTES})"
+        )
     return data
 
 
-def sync_body(source: Source, *, user: str, project: str, scope: str, force: bool,
-              data: bytes | None) -> dict[str, Any]:
+def sync_body(
+    source: Source, *, user: str, project: str, scope: str, force: bool, data: bytes | None
+) -> dict[str, Any]:
     """The ``POST /v1/sync/files`` body for ``source``. ``data`` None: the file is gone, and an
     empty fact list retires its memories."""
     if data is not None and len(data) > MAX_FILE_BYTES:
         raise FileTooLarge(f"{source.path} is {len(data)} bytes (over {MAX_FILE_BYTES})")
     facts = facts_of(source, data) if data else []
-    return {"user": user, "project": project, "scope": scope, "tool": source.tool,
-            "root": root_fingerprint(source.root), "relpath": source.relpath,
-            "path": str(source.path), "contentHash": hashlib.sha256(data or b"").hexdigest(),
-            "facts": [fact.as_dict() for fact in facts], "force": force}
+    return {
+        "user": user,
+        "project": project,
+        "scope": scope,
+        "tool": source.tool,
+        "root": root_fingerprint(source.root),
+        "relpath": source.relpath,
+        "path": str(source.path),
+        "contentHash": hashlib.sha256(data or b"").hexdigest(),
+        "facts": [fact.as_dict() for fact in facts],
+        "force": force,
+    }

@@ -50,28 +50,50 @@ than miss changes. Ctrl-C or SIGTERM stops it. See docs/memory-file-sync.md.
 
 
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
-    p = sub.add_parser("watch", help="sync CLAUDE.md, AGENTS.md and other memory files",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "watch",
+        help="sync CLAUDE.md, AGENTS.md and other memory files",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     common(p)
     client_args(p)
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="folders to search (a repository checkout, ~/.claude, ...)")
-    p.add_argument("--user", default=None,
-                   help="whose memories these are (default: the OS user name)")
-    p.add_argument("--scope", default="project",
-                   help="scope of the imported memories (default: project)")
-    p.add_argument("--project", default=None,
-                   help="project of every PATH (default: ENGRAM_PROJECT, else each PATH's git "
-                        "repository name)")
-    p.add_argument("--once", action="store_true",
-                   help="one pass over every file, a summary, then exit (for cron and checks)")
-    p.add_argument("--force", action="store_true",
-                   help="import even over memories edited in Engram since the last import "
-                        "(after reconciling a conflict)")
-    p.add_argument("--debounce", type=float, default=DEBOUNCE_SECONDS, metavar="SECONDS",
-                   help=f"quiet time before a changed file is imported (default "
-                        f"{DEBOUNCE_SECONDS})")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="folders to search (a repository checkout, ~/.claude, ...)",
+    )
+    p.add_argument(
+        "--user", default=None, help="whose memories these are (default: the OS user name)"
+    )
+    p.add_argument(
+        "--scope", default="project", help="scope of the imported memories (default: project)"
+    )
+    p.add_argument(
+        "--project",
+        default=None,
+        help="project of every PATH (default: ENGRAM_PROJECT, else each PATH's git "
+        "repository name)",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one pass over every file, a summary, then exit (for cron and checks)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="import even over memories edited in Engram since the last import "
+        "(after reconciling a conflict)",
+    )
+    p.add_argument(
+        "--debounce",
+        type=float,
+        default=DEBOUNCE_SECONDS,
+        metavar="SECONDS",
+        help=f"quiet time before a changed file is imported (default {DEBOUNCE_SECONDS})",
+    )
     return {"watch": cmd_watch}
 
 
@@ -83,16 +105,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
     roots = [Path(p).expanduser() for p in args.paths]
     bad = [str(p) for p in roots if not p.is_dir()]
     if bad:
-        print(f"engram: not a folder: {', '.join(bad)} (pass the folder holding the memory "
-              "files)", file=sys.stderr)
+        print(
+            f"engram: not a folder: {', '.join(bad)} (pass the folder holding the memory files)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     settings = settings_for(args)
     roots = sorted({p.resolve() for p in roots})
     configured = args.project or settings.project
-    syncer = Syncer(client_for(args, settings), user=args.user or getpass.getuser(),
-                    scope=args.scope, force=args.force,
-                    projects={root: project_for(str(root), configured) for root in roots},
-                    out=sys.stderr, state=WatchState(settings.data_dir / STATE_FILE))
+    syncer = Syncer(
+        client_for(args, settings),
+        user=args.user or getpass.getuser(),
+        scope=args.scope,
+        force=args.force,
+        projects={root: project_for(str(root), configured) for root in roots},
+        out=sys.stderr,
+        state=WatchState(settings.data_dir / STATE_FILE),
+    )
     if args.once:
         return run_once(syncer, roots)
     stop = threading.Event()

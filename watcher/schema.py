@@ -25,12 +25,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ACTIONS = frozenset({"session_init", "session_context", "user_message", "assistant_message",
-                     "tool_use", "tool_result", "observation", "file_edit", "session_end"})
-OPERATORS = ("equals", "not_equals", "in", "not_in", "exists", "starts_with", "not_starts_with",
-             "contains", "regex")
-FIELD_ALIASES = {"toolUseId": "toolId", "toolResponse": "toolOutput", "tool_use_id": "toolId",
-                 "toolCallId": "toolId", "text": "message", "path": "filePath"}
+ACTIONS = frozenset(
+    {
+        "session_init",
+        "session_context",
+        "user_message",
+        "assistant_message",
+        "tool_use",
+        "tool_result",
+        "observation",
+        "file_edit",
+        "session_end",
+    }
+)
+OPERATORS = (
+    "equals",
+    "not_equals",
+    "in",
+    "not_in",
+    "exists",
+    "starts_with",
+    "not_starts_with",
+    "contains",
+    "regex",
+)
+FIELD_ALIASES = {
+    "toolUseId": "toolId",
+    "toolResponse": "toolOutput",
+    "tool_use_id": "toolId",
+    "toolCallId": "toolId",
+    "text": "message",
+    "path": "filePath",
+}
 """Field names the published configs use, mapped to one spelling each."""
 REQUIRED_FIELDS = {"tool_use": ("toolId",), "tool_result": ("toolId",)}
 
@@ -136,8 +162,9 @@ def compile_match(rule: Any, where: str) -> Matcher:
         if combinator in rule:
             extra = set(rule) - {combinator}
             if extra:
-                raise ConfigError(f"{where}: '{combinator}' cannot be combined with "
-                                  f"{', '.join(sorted(extra))}")
+                raise ConfigError(
+                    f"{where}: '{combinator}' cannot be combined with {', '.join(sorted(extra))}"
+                )
             rules = rule[combinator]
             if not isinstance(rules, list) or not rules:
                 raise ConfigError(f"{where}: '{combinator}' needs a non-empty list of rules")
@@ -146,17 +173,21 @@ def compile_match(rule: Any, where: str) -> Matcher:
                 return lambda line: all(m(line) for m in subs)
             return lambda line: any(m(line) for m in subs)
     if "path" not in rule:
-        raise ConfigError(f"{where}: a match rule needs 'path' and one operator "
-                          f"({', '.join(OPERATORS)}), or 'all' / 'any'")
+        raise ConfigError(
+            f"{where}: a match rule needs 'path' and one operator "
+            f"({', '.join(OPERATORS)}), or 'all' / 'any'"
+        )
     parts = _path(rule["path"], where)
     ops = [k for k in rule if k != "path"]
     unknown = [k for k in ops if k not in OPERATORS]
     if unknown:
-        raise ConfigError(f"{where}: unknown operator {unknown[0]!r} (known: "
-                          f"{', '.join(OPERATORS)})")
+        raise ConfigError(
+            f"{where}: unknown operator {unknown[0]!r} (known: {', '.join(OPERATORS)})"
+        )
     if len(ops) != 1:
-        raise ConfigError(f"{where}: a rule on path {rule['path']!r} needs exactly one "
-                          f"operator, got {len(ops)}")
+        raise ConfigError(
+            f"{where}: a rule on path {rule['path']!r} needs exactly one operator, got {len(ops)}"
+        )
     op, arg = ops[0], rule[ops[0]]
     test = _operator(op, arg, where)
     return lambda line: test(resolve(line, parts))
@@ -167,8 +198,10 @@ def _operator(op: str, arg: Any, where: str) -> Callable[[Any], bool]:
         if not isinstance(arg, list):
             raise ConfigError(f"{where}: '{op}' needs a list, got {arg!r}")
         options = list(arg)
-        present: Callable[[Any], bool] = lambda v: v is not MISSING and any(  # noqa: E731
-            json_equal(v, option) for option in options)
+
+        def present(v: Any) -> bool:
+            return v is not MISSING and any(json_equal(v, option) for option in options)
+
         return present if op == "in" else (lambda v: not present(v))
     if op == "exists":
         if not isinstance(arg, bool):
@@ -189,6 +222,7 @@ def _operator(op: str, arg: Any, where: str) -> Callable[[Any], bool]:
         except re.error as exc:
             raise ConfigError(f"{where}: bad regex {arg!r}: {exc}") from None
         return lambda v: isinstance(v, str) and pattern.search(v) is not None
+
     # equals / not_equals: JSON equality (1 == 1.0, but true is not 1, also nested)
     def equal(v: Any) -> bool:
         return v is not MISSING and json_equal(v, arg)
@@ -216,16 +250,19 @@ def compile_field(spec: Any, where: str) -> Extractor:
         parts = _path(spec, where)
         return lambda line: resolve(line, parts)
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where}: a field is a path string or an object with 'path', "
-                          f"'coalesce' or 'value', got {spec!r}")
+        raise ConfigError(
+            f"{where}: a field is a path string or an object with 'path', "
+            f"'coalesce' or 'value', got {spec!r}"
+        )
     kinds = [k for k in ("path", "coalesce", "value") if k in spec]
     unknown = set(spec) - {"path", "coalesce", "value", "default"}
     if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} in a field spec "
-                          f"(known: path, coalesce, value, default)")
+        raise ConfigError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} in a field spec "
+            f"(known: path, coalesce, value, default)"
+        )
     if len(kinds) != 1:
-        raise ConfigError(f"{where}: a field spec needs exactly one of 'path', 'coalesce', "
-                          f"'value'")
+        raise ConfigError(f"{where}: a field spec needs exactly one of 'path', 'coalesce', 'value'")
     default = spec.get("default", MISSING)
     inner: Extractor
     if kinds[0] == "value":
@@ -245,12 +282,14 @@ def compile_field(spec: Any, where: str) -> Extractor:
                 if value is not MISSING and value is not None and value != "":
                     return value
             return MISSING
+
     if default is MISSING:
         return inner
     return lambda line: v if (v := inner(line)) is not MISSING and v is not None else default
 
 
 # --- schemas and watches -----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EventRule:
@@ -307,16 +346,19 @@ def compile_schema(name: str, data: Any) -> Schema:
         at = f"{where} event {label!r}"
         action = event.get("action")
         if action not in ACTIONS:
-            raise ConfigError(f"{at}: unknown action {action!r} (known: "
-                              f"{', '.join(sorted(ACTIONS))})")
+            raise ConfigError(
+                f"{at}: unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})"
+            )
         if "match" not in event:
             raise ConfigError(f"{at}: needs a 'match' rule")
         match = compile_match(event["match"], f"{at}: match")
         specs = event.get("fields", {})
         if not isinstance(specs, dict):
             raise ConfigError(f"{at}: 'fields' must be an object")
-        fields = {FIELD_ALIASES.get(str(k), str(k)): compile_field(v, f"{at}: field {k!r}")
-                  for k, v in specs.items()}
+        fields = {
+            FIELD_ALIASES.get(str(k), str(k)): compile_field(v, f"{at}: field {k!r}")
+            for k, v in specs.items()
+        }
         for needed in REQUIRED_FIELDS.get(action, ()):
             if needed not in fields:
                 raise ConfigError(f"{at}: action {action} needs a {needed!r} field")
@@ -350,8 +392,9 @@ def compile_config(data: Any, source: str = "") -> Config:
             raise ConfigError(f"{where}: needs a 'path' (a file, folder or glob)")
         schema = watch.get("schema")
         if schema not in schemas:
-            raise ConfigError(f"{where}: unknown schema {schema!r} (defined: "
-                              f"{', '.join(sorted(schemas))})")
+            raise ConfigError(
+                f"{where}: unknown schema {schema!r} (defined: {', '.join(sorted(schemas))})"
+            )
         start_at_end = watch.get("startAtEnd", False)
         if not isinstance(start_at_end, bool):
             raise ConfigError(f"{where}: 'startAtEnd' must be true or false")
@@ -366,8 +409,10 @@ def load_config(path: Path) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"no transcript-watch configuration at {path} (write one, see "
-                          "docs/transcripts.md, or pass --config)") from None
+        raise ConfigError(
+            f"no transcript-watch configuration at {path} (write one, see "
+            "docs/transcripts.md, or pass --config)"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     try:

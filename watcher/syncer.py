@@ -23,6 +23,7 @@ nothing watched has its memories retired on the next pass)."""
 
 # --- what was synced -----------------------------------------------------------------------------
 
+
 class WatchState:
     """``<data dir>/watch-state.json``: per root fingerprint, the files whose memories are in
     Engram (synced, not yet retired). A pass retires the recorded files it no longer finds."""
@@ -35,8 +36,11 @@ class WatchState:
         except FileNotFoundError:
             return  # the first run
         except (OSError, ValueError) as exc:
-            print(f"engram watch: cannot read {path} ({exc}); starting afresh: files deleted "
-                  "before this run are not retired", file=sys.stderr)
+            print(
+                f"engram watch: cannot read {path} ({exc}); starting afresh: files deleted "
+                "before this run are not retired",
+                file=sys.stderr,
+            )
             return
         if isinstance(loaded, dict):
             self._roots = {k: v for k, v in loaded.items() if isinstance(v, dict)}
@@ -46,8 +50,11 @@ class WatchState:
         from engram.watcher.memfiles import Source, root_fingerprint
 
         files = self._roots.get(root_fingerprint(root), {}).get("files", {})
-        return [Source(str(v[0]), str(v[1]), root, str(k)) for k, v in sorted(files.items())
-                if isinstance(v, list) and len(v) == 2]
+        return [
+            Source(str(v[0]), str(v[1]), root, str(k))
+            for k, v in sorted(files.items())
+            if isinstance(v, list) and len(v) == 2
+        ]
 
     def update(self, source: Any, synced: bool) -> None:
         from engram.watcher.memfiles import root_fingerprint
@@ -78,12 +85,16 @@ class WatchState:
             temp.write_text(json.dumps(current, indent=1, sort_keys=True), "utf-8")
             os.replace(temp, self.path)
         except OSError as exc:
-            print(f"watch: cannot record what was synced in {self.path}: "
-                  f"{exc.strerror or exc}", file=sys.stderr, flush=True)
+            print(
+                f"watch: cannot record what was synced in {self.path}: {exc.strerror or exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
-def survey(roots: list[Path], state: WatchState | None) -> tuple[list[Any], dict[Any, Any],
-                                                                  list[Any]]:
+def survey(
+    roots: list[Path], state: WatchState | None
+) -> tuple[list[Any], dict[Any, Any], list[Any]]:
     """(the sources to sync, each file once under its innermost root; aliases: a source that is
     the same file as another, mapped to the one synced in its place; stale: sources recorded as
     synced that are gone or no longer synced, whose memories the pass retires)."""
@@ -93,12 +104,12 @@ def survey(roots: list[Path], state: WatchState | None) -> tuple[list[Any], dict
     aliases = resolve_aliases(found)
     sources = [s for s in found if s not in aliases]
     keep = set(sources)
-    stale = [s for root in roots for s in (state.recorded(root) if state else [])
-             if s not in keep]
+    stale = [s for root in roots for s in (state.recorded(root) if state else []) if s not in keep]
     return sources, aliases, stale
 
 
 # --- one file ------------------------------------------------------------------------------------
+
 
 class GatewayFailed(Exception):
     """The gateway answered 5xx: worth retrying (the daemon does, with back-off)."""
@@ -109,8 +120,17 @@ class Syncer:
     Raises ``Unreachable`` and ``GatewayFailed`` (HTTP 5xx); every other failure is
     logged and counted as an error, one line, and the run goes on."""
 
-    def __init__(self, client: Any, *, user: str, scope: str, force: bool,
-                 projects: dict[Path, str], out: TextIO, state: WatchState | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        user: str,
+        scope: str,
+        force: bool,
+        projects: dict[Path, str],
+        out: TextIO,
+        state: WatchState | None = None,
+    ) -> None:
         self.client = client
         self.user, self.scope, self.force = user, scope, force
         self.projects = projects
@@ -127,8 +147,10 @@ class Syncer:
         return source.label
 
     def alias(self, source: Any, primary: Any) -> None:
-        self.log(f"watch: {self.label(source)} is the same file as {self.label(primary)} (a "
-                 f"link); imported once, as {self.label(primary)}")
+        self.log(
+            f"watch: {self.label(source)} is the same file as {self.label(primary)} (a "
+            f"link); imported once, as {self.label(primary)}"
+        )
 
     def sync(self, source: Any, *, gone_ok: bool = True, retire: bool = False) -> str:
         """Post ``source``; its outcome, ``"error"``, ``"skipped"`` (not a regular file) or
@@ -151,17 +173,25 @@ class Syncer:
         except OSError as exc:
             return self.error(source, f"cannot read {source.path}: {exc.strerror or exc}")
         try:
-            body = sync_body(source, user=self.user, project=self.projects[source.root],
-                             scope=self.scope, force=self.force, data=data)
+            body = sync_body(
+                source,
+                user=self.user,
+                project=self.projects[source.root],
+                scope=self.scope,
+                force=self.force,
+                data=data,
+            )
         except FileTooLarge as exc:
             return self.error(source, f"{exc}; skipped")
         except Exception as exc:  # noqa: BLE001 (a parser bug costs one file, not the run)
-            return self.error(source, f"cannot import it ({type(exc).__name__}: "
-                                       f"{_one_line(exc)}); skipped")
+            return self.error(
+                source, f"cannot import it ({type(exc).__name__}: {_one_line(exc)}); skipped"
+            )
         status, answer = self.client.request("POST", SYNC_PATH, body)
         if status == 404:
-            return self.error(source, f"the gateway has no POST {SYNC_PATH} (HTTP 404): "
-                                       "upgrade the server")
+            return self.error(
+                source, f"the gateway has no POST {SYNC_PATH} (HTTP 404): upgrade the server"
+            )
         if status >= 400 or not isinstance(answer, dict):
             from engram.wire import error_message, is_transient
 
@@ -173,8 +203,9 @@ class Syncer:
         if outcome not in OUTCOMES:
             return self.error(source, f"unexpected answer: {answer}")
         self.totals[outcome] += 1
-        self._report(source, outcome, answer, deleted=data is None,
-                     retired=retire and source.path.exists())
+        self._report(
+            source, outcome, answer, deleted=data is None, retired=retire and source.path.exists()
+        )
         if self.state is not None and (data is not None or outcome != "skipped-conflict"):
             # a skipped retirement leaves its memories in Engram: still recorded
             self.state.update(source, synced=data is not None)
@@ -185,31 +216,51 @@ class Syncer:
         self.log(f"sync error: {self.label(source)}: {message}")
         return "error"
 
-    def _report(self, source: Any, outcome: str, answer: dict[str, Any], *,
-                deleted: bool, retired: bool = False) -> None:
+    def _report(
+        self,
+        source: Any,
+        outcome: str,
+        answer: dict[str, Any],
+        *,
+        deleted: bool,
+        retired: bool = False,
+    ) -> None:
         label = self.label(source)
-        counts = ", ".join(f"{answer[key]} {key}" for key in
-                           ("created", "updated", "removed", "reconciled") if answer.get(key))
+        counts = ", ".join(
+            f"{answer[key]} {key}"
+            for key in ("created", "updated", "removed", "reconciled")
+            if answer.get(key)
+        )
         if outcome == "imported":
-            what = ("no longer synced as its own file" if retired
-                    else "file deleted" if deleted else "")
+            what = (
+                "no longer synced as its own file" if retired else "file deleted" if deleted else ""
+            )
             detail = "; ".join(filter(None, [what, counts]))
             self.log(f"synced {label}" + (f": {detail}" if detail else ""))
         elif outcome == "reconciled":
-            self.log(f"reconciled {label}: ledger refreshed, Engram's version kept"
-                     + (f" ({counts})" if counts else ""))
+            self.log(
+                f"reconciled {label}: ledger refreshed, Engram's version kept"
+                + (f" ({counts})" if counts else "")
+            )
         for conflict in answer.get("conflicts") or []:
             copy = conflict.get("copyId")
-            kept = (f"; the file's version is kept as memory {copy} (scope sync-conflict)"
-                    if copy else "")
-            self.log(f"sync conflict: {label}#{conflict.get('anchor')} edited in Engram since "
-                     f"the last import; skipped (use --force after reconciling){kept}")
+            kept = (
+                f"; the file's version is kept as memory {copy} (scope sync-conflict)"
+                if copy
+                else ""
+            )
+            self.log(
+                f"sync conflict: {label}#{conflict.get('anchor')} edited in Engram since "
+                f"the last import; skipped (use --force after reconciling){kept}"
+            )
 
     def summary(self) -> str:
         t = self.totals
-        return (f"watch: {sum(t.values())} files: {t['imported']} imported, {t['unchanged']} "
-                f"unchanged, {t['skipped-conflict']} skipped-conflict, {t['reconciled']} "
-                f"reconciled, {t['errors']} errors")
+        return (
+            f"watch: {sum(t.values())} files: {t['imported']} imported, {t['unchanged']} "
+            f"unchanged, {t['skipped-conflict']} skipped-conflict, {t['reconciled']} "
+            f"reconciled, {t['errors']} errors"
+        )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -229,9 +280,11 @@ def run_once(syncer: Syncer, roots: list[Path]) -> int:
         except GatewayFailed as exc:
             syncer.error(source, str(exc))
         except Unreachable as exc:
-            syncer.log(f"engram: the gateway is not answering ({exc}).\n  Start it with "
-                       "`engram serve`, or point --url / ENGRAM_URL at it; nothing after "
-                       f"{syncer.label(source)} was synced.")
+            syncer.log(
+                f"engram: the gateway is not answering ({exc}).\n  Start it with "
+                "`engram serve`, or point --url / ENGRAM_URL at it; nothing after "
+                f"{syncer.label(source)} was synced."
+            )
             syncer.log(syncer.summary())
             return EXIT_FAILURE
     syncer.log(syncer.summary())

@@ -99,9 +99,21 @@ def subagent_marker(line: Any) -> bool | None:
 
 
 def new_file_state(watch: str, key: str, offset: int = 0) -> dict[str, Any]:
-    return {"watch": watch, "fileKey": key, "offset": offset, "sessionId": None, "cwd": None,
-            "pending": {}, "announced": False, "subagent": None, "sent": 0, "duplicates": 0,
-            "deadLetters": 0, "coveredByHooks": 0, "unmatched": 0}
+    return {
+        "watch": watch,
+        "fileKey": key,
+        "offset": offset,
+        "sessionId": None,
+        "cwd": None,
+        "pending": {},
+        "announced": False,
+        "subagent": None,
+        "sent": 0,
+        "duplicates": 0,
+        "deadLetters": 0,
+        "coveredByHooks": 0,
+        "unmatched": 0,
+    }
 
 
 # --- turning a line into operations ------------------------------------------------------------
@@ -125,8 +137,16 @@ def _when(fields: dict[str, Any], line: Any) -> float | None:
         return None
 
 
-def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host: str,
-               path: Path, offset: int, project: str = "") -> list[Op]:
+def apply_line(
+    rule: EventRule | None,
+    line: Any,
+    state: dict[str, Any],
+    *,
+    host: str,
+    path: Path,
+    offset: int,
+    project: str = "",
+) -> list[Op]:
     """Apply one parsed line to ``state`` (mutated: session context, pending calls) and return
     what to send for it. The caller owns the copy-and-commit."""
     marker = subagent_marker(line)
@@ -149,10 +169,12 @@ def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host
         tool_id = str(fields["toolId"]) if fields.get("toolId") is not None else None
         if tool_id:
             pending = state.setdefault("pending", {})
-            pending[tool_id] = {"toolName": fields.get("toolName"),
-                                # scrubbed: the state file is on disk until the result comes
-                                "toolInput": scrub(maybe_json(fields.get("toolInput"))),
-                                "offset": offset}
+            pending[tool_id] = {
+                "toolName": fields.get("toolName"),
+                # scrubbed: the state file is on disk until the result comes
+                "toolInput": scrub(maybe_json(fields.get("toolInput"))),
+                "offset": offset,
+            }
             while len(pending) > MAX_PENDING:
                 pending.pop(next(iter(pending)))
         return []
@@ -160,41 +182,58 @@ def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host
     ops: list[Op] = [] if state.get("announced") else [("start", None)]
     if action == "session_end":
         return [*ops, ("end", None)]
-    common: dict[str, Any] = {"session_id": session, "project": project_for(state.get("cwd"),
-                                                                             project),
-                              "cwd": state.get("cwd"), "timestamp": _when(fields, line)}
+    common: dict[str, Any] = {
+        "session_id": session,
+        "project": project_for(state.get("cwd"), project),
+        "cwd": state.get("cwd"),
+        "timestamp": _when(fields, line),
+    }
     own_id = f"{state.get('fileKey', file_key(path))}.L{offset}"
     event: HookEvent | None = None
     if action in ("session_init", "user_message"):
         prompt = text(fields.get("prompt", fields.get("message")))
         if prompt and prompt.strip():
-            event = HookEvent(host, "UserPromptSubmit", "prompt", turn_id=own_id, prompt=prompt,
-                              **common)
+            event = HookEvent(
+                host, "UserPromptSubmit", "prompt", turn_id=own_id, prompt=prompt, **common
+            )
     elif action == "assistant_message":
         message = text(fields.get("message", fields.get("prompt")))
         if message and message.strip():
-            event = HookEvent(host, "Stop", "agent_response", turn_id=own_id, message=message,
-                              **common)
+            event = HookEvent(
+                host, "Stop", "agent_response", turn_id=own_id, message=message, **common
+            )
     else:  # tool_result, observation, file_edit
         raw_id = fields.get("toolId")
         tool_id = str(raw_id) if raw_id is not None and raw_id != "" else None
         call = state.setdefault("pending", {}).pop(tool_id, None) if tool_id else None
         call = call or {}
         name = fields.get("toolName") or call.get("toolName")
-        tool_input = maybe_json(fields["toolInput"]) if "toolInput" in fields else \
-            call.get("toolInput")
+        tool_input = (
+            maybe_json(fields["toolInput"]) if "toolInput" in fields else call.get("toolInput")
+        )
         if action == "file_edit" and tool_input is None and fields.get("filePath"):
             tool_input = {"file_path": fields["filePath"]}
         failed = fields.get("isError") is True or bool(fields.get("error"))
-        hook, kind = (("afterFileEdit", "file_edit") if action == "file_edit" else
-                      ("PostToolUseFailure", "tool_failure") if failed else
-                      ("PostToolUse", "tool_post"))
-        event = HookEvent(host, hook, kind,
-                          tool_use_id=_safe(tool_id, valid_id) or own_id,
-                          tool_name=str(name) if name is not None else
-                          ("Edit" if action == "file_edit" else None),
-                          tool_input=tool_input, tool_output=maybe_json(fields.get("toolOutput")),
-                          error=text(fields.get("error")) if failed else None, **common)
+        hook, kind = (
+            ("afterFileEdit", "file_edit")
+            if action == "file_edit"
+            else ("PostToolUseFailure", "tool_failure")
+            if failed
+            else ("PostToolUse", "tool_post")
+        )
+        event = HookEvent(
+            host,
+            hook,
+            kind,
+            tool_use_id=_safe(tool_id, valid_id) or own_id,
+            tool_name=str(name)
+            if name is not None
+            else ("Edit" if action == "file_edit" else None),
+            tool_input=tool_input,
+            tool_output=maybe_json(fields.get("toolOutput")),
+            error=text(fields.get("error")) if failed else None,
+            **common,
+        )
     if event is None:
         return []
     return [*ops, ("observe", observe_body(event, event_id(event, fallback_time=float(offset))))]
@@ -202,11 +241,19 @@ def apply_line(rule: EventRule | None, line: Any, state: dict[str, Any], *, host
 
 # --- the watcher -------------------------------------------------------------------------------
 
+
 class TranscriptWatcher:
-    def __init__(self, config: Config, gateway: Delivery, *, state_path: Path,
-                 dead_letter_path: Path, project: str = "",
-                 hooks_connected: frozenset[str] = frozenset(),
-                 out: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        config: Config,
+        gateway: Delivery,
+        *,
+        state_path: Path,
+        dead_letter_path: Path,
+        project: str = "",
+        hooks_connected: frozenset[str] = frozenset(),
+        out: TextIO = sys.stderr,
+    ) -> None:
         self.config = config
         self.gateway = gateway
         self.state_path = state_path
@@ -241,8 +288,9 @@ class TranscriptWatcher:
                 key = str(path.resolve())
                 files = self.state["files"]
                 if key not in files:
-                    files[key] = self._first_state(watch, path, at_end=watch.start_at_end
-                                                   and not initialised)
+                    files[key] = self._first_state(
+                        watch, path, at_end=watch.start_at_end and not initialised
+                    )
                 done, stalled = self.read_file(watch, path, key)
                 totals["files"] += 1
                 totals["lines"] += done
@@ -289,7 +337,9 @@ class TranscriptWatcher:
                 print(f"engram: {path} {why}; reading it from the start", file=self.out)
                 carried = {k: state.get(k, 0) for k in ("deadLetters",)}
                 state = self.state["files"][key] = {
-                    **new_file_state(watch.name, file_key(path)), **carried}
+                    **new_file_state(watch.name, file_key(path)),
+                    **carried,
+                }
             return self._read(watch, path, key, handle, size, state)
 
     @staticmethod
@@ -308,8 +358,9 @@ class TranscriptWatcher:
             return "was rewritten before its read offset"
         return None
 
-    def _read(self, watch: Watch, path: Path, key: str, handle: BinaryIO, size: int,
-              state: dict[str, Any]) -> tuple[int, int]:
+    def _read(
+        self, watch: Watch, path: Path, key: str, handle: BinaryIO, size: int, state: dict[str, Any]
+    ) -> tuple[int, int]:
         stat = os.fstat(handle.fileno())
         consumed = stalled = 0
         while state["offset"] < size and not stalled:
@@ -340,8 +391,9 @@ class TranscriptWatcher:
             self._complained.discard(key)
         return consumed, stalled
 
-    def process_line(self, watch: Watch, path: Path, state: dict[str, Any], offset: int,
-                     raw: bytes) -> dict[str, Any] | None:
+    def process_line(
+        self, watch: Watch, path: Path, state: dict[str, Any], offset: int, raw: bytes
+    ) -> dict[str, Any] | None:
         """The state after this line, or None when the gateway could not take it for now."""
         new = copy.deepcopy(state)
         if not raw.strip():
@@ -351,8 +403,15 @@ class TranscriptWatcher:
             self._dead_letter(watch, path, new, offset, raw, "not a JSON line")
             return new
         host = host_for(watch.schema.name)
-        ops = apply_line(watch.schema.rule_for(line), line, new, host=host, path=path,
-                         offset=offset, project=self.project)
+        ops = apply_line(
+            watch.schema.rule_for(line),
+            line,
+            new,
+            host=host,
+            path=path,
+            offset=offset,
+            project=self.project,
+        )
         if not ops:
             return new
         if host in self.hooks_connected and new.get("subagent") is not True:
@@ -363,8 +422,9 @@ class TranscriptWatcher:
         project = project_for(new.get("cwd"), self.project)
         for op, body in ops:
             if op == "start":
-                outcome = self.gateway.start_session(session, project, host=host,
-                                                     cwd=new.get("cwd"))
+                outcome = self.gateway.start_session(
+                    session, project, host=host, cwd=new.get("cwd")
+                )
             elif op == "end":
                 outcome = self.gateway.end_session(session)
             else:
@@ -387,11 +447,17 @@ class TranscriptWatcher:
                     new["duplicates"] = new.get("duplicates", 0) + 1
         return new
 
-    def _dead_letter(self, watch: Watch, path: Path, state: dict[str, Any], offset: int,
-                     raw: bytes, reason: str) -> None:
-        append_dead_letter(self.dead_letter_path, source=str(path), offset=offset,
-                           reason=reason, line=raw.decode("utf-8", "replace").rstrip("\n"),
-                           watch=watch.name)
+    def _dead_letter(
+        self, watch: Watch, path: Path, state: dict[str, Any], offset: int, raw: bytes, reason: str
+    ) -> None:
+        append_dead_letter(
+            self.dead_letter_path,
+            source=str(path),
+            offset=offset,
+            reason=reason,
+            line=raw.decode("utf-8", "replace").rstrip("\n"),
+            watch=watch.name,
+        )
         state["deadLetters"] = state.get("deadLetters", 0) + 1
         print(f"engram: {path} line at byte {offset} dead-lettered: {reason}", file=self.out)
 
@@ -399,8 +465,11 @@ class TranscriptWatcher:
         key = str(path.resolve())
         if key not in self._complained:  # say it once per outage, not every poll
             self._complained.add(key)
-            print(f"engram: the gateway did not take {path} at byte {offset} "
-                  f"({outcome.reason}); will retry from there", file=self.out)
+            print(
+                f"engram: the gateway did not take {path} at byte {offset} "
+                f"({outcome.reason}); will retry from there",
+                file=self.out,
+            )
 
     def save(self) -> None:
         write_json_atomic(self.state_path, self.state)
@@ -415,7 +484,7 @@ def _lines(data: bytes, base: int) -> list[tuple[int, bytes]]:
         end = data.find(b"\n", pos)
         if end == -1:
             return out
-        out.append((base + pos, data[pos:end + 1]))
+        out.append((base + pos, data[pos : end + 1]))
         pos = end + 1
 
 
@@ -505,4 +574,3 @@ def _observer(dirs: list[Path], wake: threading.Event, out: TextIO) -> Any:
         return None
     observer.start()
     return observer
-

@@ -66,8 +66,9 @@ def epoch_seconds(value: Any, field: str = "timestamp") -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadPayload(f"{field} must be a number or an ISO 8601 string, "
-                         f"got {type(value).__name__}")
+        raise BadPayload(
+            f"{field} must be a number or an ISO 8601 string, got {type(value).__name__}"
+        )
     if isinstance(value, str):
         text = value.strip()
         try:

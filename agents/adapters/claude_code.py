@@ -30,8 +30,9 @@ EVENTS = {
 }
 
 
-def normalise(hook: str, payload: Any, host: str = HOST,
-              events: dict[str, str] | None = None) -> HookEvent:
+def normalise(
+    hook: str, payload: Any, host: str = HOST, events: dict[str, str] | None = None
+) -> HookEvent:
     """Also used by hosts that copied Claude Code's hook payloads (Codex, Kimi Code), with
     their own ``events``."""
     payload = obj(payload)
@@ -42,7 +43,9 @@ def normalise(hook: str, payload: Any, host: str = HOST,
     if kind == "subagent_stop" and (subagent or payload.get("agent_type")):
         tool_input = {"agentId": subagent, "agentType": payload.get("agent_type")}
     return HookEvent(
-        host, hook, kind,
+        host,
+        hook,
+        kind,
         session_id=valid_id(payload.get("session_id"), "session_id"),
         turn_id=valid_id(payload.get("turn_id"), "turn_id"),
         tool_use_id=valid_id(payload.get("tool_use_id"), "tool_use_id"),
@@ -62,5 +65,6 @@ def normalise(hook: str, payload: Any, host: str = HOST,
 def respond(event: HookEvent, context: str | None) -> str:
     if event.kind != "session_start" or not context:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                              "additionalContext": context}})
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+    )

@@ -41,11 +41,17 @@ EVENTS = {
     "sessionEnd": "session_end",
 }
 VSCODE_NAMES = {
-    "SessionStart": "sessionStart", "UserPromptSubmit": "userPromptSubmitted",
-    "PreToolUse": "preToolUse", "PostToolUse": "postToolUse",
-    "PostToolUseFailure": "postToolUseFailure", "Stop": "agentStop",
-    "SubagentStop": "subagentStop", "ErrorOccurred": "errorOccurred", "PreCompact": "preCompact",
-    "Notification": "notification", "SessionEnd": "sessionEnd",
+    "SessionStart": "sessionStart",
+    "UserPromptSubmit": "userPromptSubmitted",
+    "PreToolUse": "preToolUse",
+    "PostToolUse": "postToolUse",
+    "PostToolUseFailure": "postToolUseFailure",
+    "Stop": "agentStop",
+    "SubagentStop": "subagentStop",
+    "ErrorOccurred": "errorOccurred",
+    "PreCompact": "preCompact",
+    "Notification": "notification",
+    "SessionEnd": "sessionEnd",
 }
 """The VS Code-compatible event names -> the camelCase event they are."""
 FAILED_RESULTS = ("failure", "denied", "error")
@@ -90,11 +96,14 @@ def normalise(hook: str, payload: Any) -> HookEvent:
         title, body = opt_str(payload, "title"), opt_str(payload, "message")
         message = ": ".join(p for p in (title, body) if p) or None
     return HookEvent(
-        HOST, hook, kind,
+        HOST,
+        hook,
+        kind,
         session_id=session or derived_session_id(cwd),
         cwd=cwd,
-        transcript_path=valid_path(payload.get("transcriptPath", payload.get("transcript_path")),
-                                   "transcriptPath"),
+        transcript_path=valid_path(
+            payload.get("transcriptPath", payload.get("transcript_path")), "transcriptPath"
+        ),
         tool_name=opt_str(payload, "toolName", "tool_name"),
         tool_input=tool_input,
         tool_output=raw_result,

@@ -44,8 +44,11 @@ EVENTS = {
 }
 NO_OPINION = "{}"
 VERDICTS = {
-    "beforeShellExecution": NO_OPINION, "beforeMCPExecution": NO_OPINION,
-    "beforeReadFile": NO_OPINION, "preToolUse": NO_OPINION, "beforeSubmitPrompt": ALLOW_CONTINUE,
+    "beforeShellExecution": NO_OPINION,
+    "beforeMCPExecution": NO_OPINION,
+    "beforeReadFile": NO_OPINION,
+    "preToolUse": NO_OPINION,
+    "beforeSubmitPrompt": ALLOW_CONTINUE,
 }
 """The answer of each hook Cursor waits on: no permission decision, prompts continue."""
 
@@ -83,8 +86,10 @@ def normalise(hook: str, payload: Any) -> HookEvent:
         tool, tool_input = "Read", {"file_path": opt_str(payload, "file_path")}
     elif hook == "afterFileEdit":
         tool = "Edit"
-        tool_input = {"file_path": opt_str(payload, "file_path"),
-                      "edits": payload.get("edits") or []}
+        tool_input = {
+            "file_path": opt_str(payload, "file_path"),
+            "edits": payload.get("edits") or [],
+        }
     elif hook in ("afterAgentResponse", "afterAgentThought"):
         message = text(payload.get("text"))
     elif hook == "postToolUseFailure":
@@ -98,9 +103,12 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     elif hook == "sessionEnd":
         error = text(payload.get("error_message"))
     return HookEvent(
-        HOST, hook, kind,
-        session_id=valid_id(payload.get("conversation_id") or payload.get("session_id"),
-                            "conversation_id"),
+        HOST,
+        hook,
+        kind,
+        session_id=valid_id(
+            payload.get("conversation_id") or payload.get("session_id"), "conversation_id"
+        ),
         turn_id=valid_id(payload.get("generation_id"), "generation_id"),
         tool_use_id=valid_id(payload.get("tool_use_id"), "tool_use_id"),
         cwd=cwd,

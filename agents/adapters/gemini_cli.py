@@ -45,11 +45,16 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     error = None
     if isinstance(output, dict) and output.get("error"):  # {llmContent, returnDisplay, error?}
         failure = output["error"]
-        error = text(failure) or (text(failure.get("message")) if isinstance(failure, dict)
-                                  else None) or json.dumps(failure, default=str)
+        error = (
+            text(failure)
+            or (text(failure.get("message")) if isinstance(failure, dict) else None)
+            or json.dumps(failure, default=str)
+        )
         kind = "tool_failure" if kind == "tool_post" else kind
     return HookEvent(
-        HOST, hook, kind,
+        HOST,
+        hook,
+        kind,
         session_id=valid_id(payload.get("session_id"), "session_id"),
         cwd=valid_path(payload.get("cwd"), "cwd"),
         transcript_path=valid_path(payload.get("transcript_path"), "transcript_path"),
@@ -66,5 +71,6 @@ def normalise(hook: str, payload: Any) -> HookEvent:
 def respond(event: HookEvent, context: str | None) -> str:
     if event.kind != "session_start" or not context:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                              "additionalContext": context}})
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+    )

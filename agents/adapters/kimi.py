@@ -41,11 +41,14 @@ def normalise(hook: str, payload: Any) -> HookEvent:
         parts = (opt_str(payload, "error_type"), opt_str(payload, "error_message"))
         error = ": ".join(p for p in parts if p) or error
     return HookEvent(
-        HOST, hook, kind,
+        HOST,
+        hook,
+        kind,
         session_id=valid_id(payload.get("session_id"), "session_id"),
         turn_id=valid_id(payload.get("turn_id"), "turn_id"),
-        tool_use_id=valid_id(payload.get("tool_call_id") or payload.get("tool_use_id"),
-                             "tool_call_id"),
+        tool_use_id=valid_id(
+            payload.get("tool_call_id") or payload.get("tool_use_id"), "tool_call_id"
+        ),
         cwd=valid_path(payload.get("cwd"), "cwd"),
         transcript_path=valid_path(payload.get("transcript_path"), "transcript_path"),
         tool_name=opt_str(payload, "tool_name"),

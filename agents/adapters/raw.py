@@ -27,11 +27,20 @@ HOST = "raw"
 DISPLAY = "Raw JSON (any other host)"
 EVENTS = {kind: kind for kind in sorted(KINDS) if kind != "other"}
 _ALIASES = {
-    "start": "session_start", "userpromptsubmit": "prompt", "userprompt": "prompt",
-    "pretooluse": "tool_pre", "beforetool": "tool_pre", "posttooluse": "tool_post",
-    "aftertool": "tool_post", "posttoolusefailure": "tool_failure", "fileedit": "file_edit",
-    "stop": "agent_response", "agentstop": "agent_response", "subagentstop": "subagent_stop",
-    "precompact": "compact", "end": "session_end",
+    "start": "session_start",
+    "userpromptsubmit": "prompt",
+    "userprompt": "prompt",
+    "pretooluse": "tool_pre",
+    "beforetool": "tool_pre",
+    "posttooluse": "tool_post",
+    "aftertool": "tool_post",
+    "posttoolusefailure": "tool_failure",
+    "fileedit": "file_edit",
+    "stop": "agent_response",
+    "agentstop": "agent_response",
+    "subagentstop": "subagent_stop",
+    "precompact": "compact",
+    "end": "session_end",
 }
 _KINDS_BY_KEY = {**{k.replace("_", ""): k for k in EVENTS}, **_ALIASES}
 
@@ -52,14 +61,17 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     if project is not None and (len(project) > 200 or any(ord(c) < 32 for c in project)):
         raise BadPayload("project must be a short name without control characters")
     return HookEvent(
-        HOST, hook, kind_of(hook),
+        HOST,
+        hook,
+        kind_of(hook),
         session_id=valid_id(_pick(payload, "sessionId", "session_id"), "sessionId"),
         turn_id=valid_id(_pick(payload, "turnId", "turn_id"), "turnId"),
         tool_use_id=valid_id(_pick(payload, "eventId", "event_id"), "eventId"),
         cwd=valid_path(payload.get("cwd"), "cwd"),
         project=project,
-        transcript_path=valid_path(_pick(payload, "transcriptPath", "transcript_path"),
-                                   "transcriptPath"),
+        transcript_path=valid_path(
+            _pick(payload, "transcriptPath", "transcript_path"), "transcriptPath"
+        ),
         tool_name=opt_str(payload, "toolName", "tool_name"),
         tool_input=_pick(payload, "toolInput", "tool_input"),
         tool_output=_pick(payload, "toolOutput", "tool_output"),

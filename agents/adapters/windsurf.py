@@ -39,7 +39,7 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     opt_str(payload, "agent_action_name")
     kind = EVENTS.get(hook, "other")
     info = section(payload, "tool_info")
-    action = hook[hook.find("_") + 1:] if hook.startswith(("pre_", "post_")) else hook
+    action = hook[hook.find("_") + 1 :] if hook.startswith(("pre_", "post_")) else hook
     tool: str | None = None
     prompt: str | None = None
     message: str | None = None
@@ -69,7 +69,9 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     elif info:  # post_setup_worktree and actions newer than this adapter: keep what came
         tool_input = info
     return HookEvent(
-        HOST, hook, kind,
+        HOST,
+        hook,
+        kind,
         session_id=valid_id(payload.get("trajectory_id"), "trajectory_id"),
         turn_id=valid_id(payload.get("execution_id"), "execution_id"),
         cwd=cwd,  # only run_command has one; the hook falls back to its own working directory

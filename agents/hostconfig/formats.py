@@ -28,8 +28,13 @@ class ConfigSyntaxError(ValueError):
     """A config file that cannot be parsed (or has the wrong shape). Never a traceback."""
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
-        where = f" (line {line}, column {column})" if line and column else \
-            f" (line {line})" if line else ""
+        where = (
+            f" (line {line}, column {column})"
+            if line and column
+            else f" (line {line})"
+            if line
+            else ""
+        )
         super().__init__(f"{message}{where}")
         self.line, self.column = line, column
 
@@ -41,6 +46,7 @@ class Rendered:
 
 
 # --- JSON with comments: a parser that remembers where every object member sits ---------------
+
 
 @dataclass
 class Node:
@@ -188,7 +194,7 @@ def has_comments(text: str) -> bool:
             continue
         if ch == '"':
             in_string, escape = True, False
-        elif ch == "/" and text[i + 1:i + 2] in ("/", "*"):
+        elif ch == "/" and text[i + 1 : i + 2] in ("/", "*"):
             return True
     return False
 
@@ -229,7 +235,7 @@ def _set_member(text: str, root: Node, path: tuple[str, ...], value: Any, unit: 
     node = _find(root, path)
     assert node is not None
     base = _line_indent(text, node.start)
-    return text[:node.start] + _dump(value, unit, base) + text[node.end:]
+    return text[: node.start] + _dump(value, unit, base) + text[node.end :]
 
 
 def _add_member(text: str, root: Node, path: tuple[str, ...], value: Any, unit: str) -> str:
@@ -242,12 +248,12 @@ def _add_member(text: str, root: Node, path: tuple[str, ...], value: Any, unit: 
         member = f'"{_escape(path[-1])}": ' + _dump(value, unit, indent)
         after = _after_gap(text, last.end)
         if text[after] == ",":  # the file uses trailing commas: keep doing so
-            return text[:after + 1] + f"\n{indent}{member}," + text[after + 1:]
-        return text[:last.end] + f",\n{indent}{member}" + text[last.end:]
+            return text[: after + 1] + f"\n{indent}{member}," + text[after + 1 :]
+        return text[: last.end] + f",\n{indent}{member}" + text[last.end :]
     indent = parent_indent + unit
     member = f'"{_escape(path[-1])}": ' + _dump(value, unit, indent)
     inner_end = parent.end - 1  # the closing brace
-    return text[:parent.start + 1] + f"\n{indent}{member}\n{parent_indent}" + text[inner_end:]
+    return text[: parent.start + 1] + f"\n{indent}{member}\n{parent_indent}" + text[inner_end:]
 
 
 def _escape(key: str) -> str:
@@ -276,7 +282,9 @@ def _del_member(text: str, root: Node, path: tuple[str, ...]) -> str:
     return text[:start] + text[end:]
 
 
-def _changes(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...], Any]]:
+def _changes(
+    old: Any, new: Any, path: tuple[str, ...] = ()
+) -> list[tuple[str, tuple[str, ...], Any]]:
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return [("set", path, new)]
     out: list[tuple[str, tuple[str, ...], Any]] = []
@@ -314,11 +322,14 @@ def render_json(text: str, new: Any, comments: bool) -> Rendered:
     except (ValueError, AssertionError, IndexError):
         pass
     dumped = json.dumps(new, indent=unit, ensure_ascii=False)
-    return Rendered(dumped + ("\n" if text.endswith("\n") else ""),
-                    comments_lost=comments and has_comments(text))
+    return Rendered(
+        dumped + ("\n" if text.endswith("\n") else ""),
+        comments_lost=comments and has_comments(text),
+    )
 
 
 # --- YAML (Continue's config.yaml): one top-level list, edited as text --------------------------
+
 
 def load_yaml(text: str) -> Any:
     import yaml
@@ -328,9 +339,11 @@ def load_yaml(text: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigSyntaxError(f"not valid YAML: {problem}",
-                                mark.line + 1 if mark else None,
-                                mark.column + 1 if mark else None) from None
+        raise ConfigSyntaxError(
+            f"not valid YAML: {problem}",
+            mark.line + 1 if mark else None,
+            mark.column + 1 if mark else None,
+        ) from None
     return {} if data is None else data
 
 
@@ -378,13 +391,16 @@ def render_yaml_list(text: str, key: str, keep: list[Any], add: list[Any], new: 
             if starts:
                 indent = re.match(r"^(\s*)-", lines[starts[0]]).group(1)  # type: ignore[union-attr]
                 starts = [i for i in starts if lines[i].startswith(indent + "- ")]
-            spans = [(s, starts[n + 1] if n + 1 < len(starts) else end)
-                     for n, s in enumerate(starts)]
-            items = [(yaml.safe_load(_dedent("".join(lines[a:b]), indent)) or [None])[0]
-                     for a, b in spans]
+            spans = [
+                (s, starts[n + 1] if n + 1 < len(starts) else end) for n, s in enumerate(starts)
+            ]
+            items = [
+                (yaml.safe_load(_dedent("".join(lines[a:b]), indent)) or [None])[0]
+                for a, b in spans
+            ]
             if items != list(yaml.safe_load("".join(lines[head:end]))[key] or []):
                 raise ValueError("list is not in block style")
-            prefix = lines[head + 1:spans[0][0]] if spans else lines[head + 1:end]
+            prefix = lines[head + 1 : spans[0][0]] if spans else lines[head + 1 : end]
             kept_lines: list[str] = []
             want = list(keep)
             for (a, b), item in zip(spans, items, strict=True):
@@ -394,17 +410,24 @@ def render_yaml_list(text: str, key: str, keep: list[Any], add: list[Any], new: 
             if want:
                 raise ValueError("keep is not a subsequence")
             if not keep and not add:
-                out = lines[:head] + lines[end + len(trailing):]
+                out = lines[:head] + lines[end + len(trailing) :]
             else:
-                out = (lines[:head + 1] + prefix + kept_lines
-                       + _yaml_items(add, indent or "  ") + trailing + lines[end + len(trailing):])
+                out = (
+                    lines[: head + 1]
+                    + prefix
+                    + kept_lines
+                    + _yaml_items(add, indent or "  ")
+                    + trailing
+                    + lines[end + len(trailing) :]
+                )
         result = "".join(out)
         if load_yaml(result) == new:
             return Rendered(result)
     except (ValueError, AttributeError, KeyError, TypeError, ConfigSyntaxError):
         pass
-    return Rendered(yaml.safe_dump(new, sort_keys=False, default_flow_style=False),
-                    comments_lost="#" in text)
+    return Rendered(
+        yaml.safe_dump(new, sort_keys=False, default_flow_style=False), comments_lost="#" in text
+    )
 
 
 def _yaml_items(items: list[Any], indent: str) -> list[str]:
@@ -417,11 +440,14 @@ def _yaml_items(items: list[Any], indent: str) -> list[str]:
 
 
 def _dedent(block: str, indent: str) -> str:
-    return "".join(line[len(indent):] if line.startswith(indent) else line
-                   for line in block.splitlines(keepends=True))
+    return "".join(
+        line[len(indent) :] if line.startswith(indent) else line
+        for line in block.splitlines(keepends=True)
+    )
 
 
 # --- TOML ---------------------------------------------------------------------------------------
+
 
 def load_toml(text: str) -> Any:
     import tomlkit
@@ -442,6 +468,7 @@ def dump_toml(doc: Any) -> str:
 
 # --- one entry point per format -----------------------------------------------------------------
 
+
 def load(fmt: str, text: str) -> Any:
     """Parsed data: plain dicts/lists for JSON and YAML, a tomlkit document for TOML."""
     if fmt in ("json", "jsonc"):
@@ -450,8 +477,7 @@ def load(fmt: str, text: str) -> Any:
         except ConfigSyntaxError as exc:
             kind = "JSON with comments" if fmt == "jsonc" else "JSON"
             message = str(exc).split(" (line ")[0]
-            raise ConfigSyntaxError(f"not valid {kind}: {message}", exc.line, exc.column) \
-                from None
+            raise ConfigSyntaxError(f"not valid {kind}: {message}", exc.line, exc.column) from None
     if fmt == "toml":
         return load_toml(text)
     if fmt == "yaml":
@@ -464,4 +490,3 @@ def editable(fmt: str, data: Any) -> Any:
     if fmt == "toml":
         return load_toml(dump_toml(data))
     return copy.deepcopy(data)
-

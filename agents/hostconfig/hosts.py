@@ -25,29 +25,64 @@ SERVER_NAME = "engram"
 TOOL_KINDS = ("tool_post", "tool_failure")
 
 REGISTER: dict[str, dict[str, str]] = {
-    "claude-code": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
-                    "PostToolUse": "tool_post", "PostToolUseFailure": "tool_failure",
-                    "Stop": "agent_response", "PreCompact": "compact",
-                    "SessionEnd": "session_end"},
-    "codex": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
-              "PostToolUse": "tool_post", "Stop": "agent_response", "PreCompact": "compact"},
-    "cursor": {"sessionStart": "session_start", "beforeSubmitPrompt": "prompt",
-               "postToolUse": "tool_post", "postToolUseFailure": "tool_failure",
-               "afterAgentResponse": "agent_response", "preCompact": "compact",
-               "sessionEnd": "session_end"},
-    "gemini-cli": {"SessionStart": "session_start", "BeforeAgent": "prompt",
-                   "AfterTool": "tool_post", "AfterAgent": "agent_response",
-                   "PreCompress": "compact", "SessionEnd": "session_end"},
-    "copilot-cli": {"sessionStart": "session_start", "userPromptSubmitted": "prompt",
-                    "postToolUse": "tool_post", "postToolUseFailure": "tool_failure",
-                    "agentStop": "agent_response", "preCompact": "compact",
-                    "sessionEnd": "session_end"},
-    "windsurf": {"pre_user_prompt": "prompt", "post_write_code": "file_edit",
-                 "post_run_command": "tool_post", "post_mcp_tool_use": "tool_post",
-                 "post_cascade_response": "agent_response"},
-    "kimi": {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
-             "PostToolUse": "tool_post", "PostToolUseFailure": "tool_failure",
-             "Stop": "agent_response", "PreCompact": "compact", "SessionEnd": "session_end"},
+    "claude-code": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "prompt",
+        "PostToolUse": "tool_post",
+        "PostToolUseFailure": "tool_failure",
+        "Stop": "agent_response",
+        "PreCompact": "compact",
+        "SessionEnd": "session_end",
+    },
+    "codex": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "prompt",
+        "PostToolUse": "tool_post",
+        "Stop": "agent_response",
+        "PreCompact": "compact",
+    },
+    "cursor": {
+        "sessionStart": "session_start",
+        "beforeSubmitPrompt": "prompt",
+        "postToolUse": "tool_post",
+        "postToolUseFailure": "tool_failure",
+        "afterAgentResponse": "agent_response",
+        "preCompact": "compact",
+        "sessionEnd": "session_end",
+    },
+    "gemini-cli": {
+        "SessionStart": "session_start",
+        "BeforeAgent": "prompt",
+        "AfterTool": "tool_post",
+        "AfterAgent": "agent_response",
+        "PreCompress": "compact",
+        "SessionEnd": "session_end",
+    },
+    "copilot-cli": {
+        "sessionStart": "session_start",
+        "userPromptSubmitted": "prompt",
+        "postToolUse": "tool_post",
+        "postToolUseFailure": "tool_failure",
+        "agentStop": "agent_response",
+        "preCompact": "compact",
+        "sessionEnd": "session_end",
+    },
+    "windsurf": {
+        "pre_user_prompt": "prompt",
+        "post_write_code": "file_edit",
+        "post_run_command": "tool_post",
+        "post_mcp_tool_use": "tool_post",
+        "post_cascade_response": "agent_response",
+    },
+    "kimi": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "prompt",
+        "PostToolUse": "tool_post",
+        "PostToolUseFailure": "tool_failure",
+        "Stop": "agent_response",
+        "PreCompact": "compact",
+        "SessionEnd": "session_end",
+    },
 }
 """Hook events connect registers per host: session start, prompt, after-tool (and failure), the
 agent's response, compaction, session end. "Before" events (PreToolUse...) are left out: Engram
@@ -111,8 +146,11 @@ def is_engram_hook(command: Any) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    return len(words) >= 2 and os.path.basename(words[0]) in ("engram", "engram.exe") \
+    return (
+        len(words) >= 2
+        and os.path.basename(words[0]) in ("engram", "engram.exe")
         and words[1] == "hook"
+    )
 
 
 def _object(data: Any, key: str, where: str = "") -> dict[str, Any]:
@@ -120,12 +158,15 @@ def _object(data: Any, key: str, where: str = "") -> dict[str, Any]:
         raise ConfigSyntaxError(f"expected a JSON object at {where or 'the top level'}")
     value = data.setdefault(key, {})
     if not isinstance(value, dict):
-        raise ConfigSyntaxError(f"expected '{(where + '.' if where else '') + key}' to be an "
-                                f"object, found {type(value).__name__}")
+        raise ConfigSyntaxError(
+            f"expected '{(where + '.' if where else '') + key}' to be an "
+            f"object, found {type(value).__name__}"
+        )
     return value
 
 
 # --- MCP server entries --------------------------------------------------------------------------
+
 
 def mcp_map(key: str, entry: Callable[[Context], dict[str, Any]]) -> tuple[Edit, Edit]:
     """``{key: {"engram": entry}}`` in a JSON object (mcpServers, context_servers, mcp)."""
@@ -205,8 +246,9 @@ def yaml_mcp_list() -> tuple[Edit, Edit]:
     def remove(data: Any, ctx: Context) -> Any:
         servers = data.get("mcpServers") if isinstance(data, dict) else None
         if isinstance(servers, list):
-            kept = [s for s in servers if not (isinstance(s, dict) and s.get("name") ==
-                                               SERVER_NAME)]
+            kept = [
+                s for s in servers if not (isinstance(s, dict) and s.get("name") == SERVER_NAME)
+            ]
             if len(kept) != len(servers):
                 if kept:
                     data["mcpServers"] = kept
@@ -219,26 +261,34 @@ def yaml_mcp_list() -> tuple[Edit, Edit]:
 
 # --- hooks ---------------------------------------------------------------------------------------
 
+
 def _strip_engram(entries: list[Any], command_of: Callable[[Any], Any]) -> list[Any]:
     return [e for e in entries if not is_engram_hook(command_of(e))]
 
 
-def nested_hooks(tool_matcher: str | None = None,
-                 extra: dict[str, Any] | None = None) -> tuple[Edit, Edit]:
+def nested_hooks(
+    tool_matcher: str | None = None, extra: dict[str, Any] | None = None
+) -> tuple[Edit, Edit]:
     """Claude Code / Codex / Gemini CLI: ``hooks.<Event> = [{matcher?, hooks: [{type, command}]}]``.
     ``tool_matcher`` goes on tool events only; lifecycle events get no matcher."""
 
     def groups_commands(groups: list[Any]) -> list[Any]:
-        return [h.get("command") for g in groups if isinstance(g, dict)
-                for h in (g.get("hooks") or []) if isinstance(h, dict)]
+        return [
+            h.get("command")
+            for g in groups
+            if isinstance(g, dict)
+            for h in (g.get("hooks") or [])
+            if isinstance(h, dict)
+        ]
 
     def strip(groups: list[Any]) -> list[Any]:
         out = []
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(inner, list):
-                kept = _strip_engram(inner, lambda h: h.get("command")
-                                     if isinstance(h, dict) else None)
+                kept = _strip_engram(
+                    inner, lambda h: h.get("command") if isinstance(h, dict) else None
+                )
                 if len(kept) != len(inner):
                     if not kept:
                         continue
@@ -283,8 +333,9 @@ def nested_hooks(tool_matcher: str | None = None,
     return add, remove
 
 
-def flat_hooks(entry: Callable[[str], dict[str, Any]], command_key: str = "command",
-               version: int | None = None) -> tuple[Edit, Edit]:
+def flat_hooks(
+    entry: Callable[[str], dict[str, Any]], command_key: str = "command", version: int | None = None
+) -> tuple[Edit, Edit]:
     """Cursor / Windsurf / Copilot CLI: ``hooks.<event> = [{command...}]`` (+ ``version``)."""
 
     def command_of(e: Any) -> Any:
@@ -340,8 +391,11 @@ def toml_hooks() -> tuple[Edit, Edit]:
         import tomlkit
 
         hooks = ours(doc)
-        have = [(h.get("event"), h.get("command")) for h in hooks
-                if isinstance(h, dict) and is_engram_hook(h.get("command"))]
+        have = [
+            (h.get("event"), h.get("command"))
+            for h in hooks
+            if isinstance(h, dict) and is_engram_hook(h.get("command"))
+        ]
         want = [(event, ctx.hook_command(event)) for event in ctx.events]
         if have == want:
             return doc
@@ -399,8 +453,7 @@ def codex_hooks_flag() -> tuple[Edit, Edit]:
 
     def remove(doc: Any, ctx: Context) -> Any:
         features = doc.get("features")
-        if CODEX_FLAG in ctx.recorded and isinstance(features, dict) \
-                and "codex_hooks" in features:
+        if CODEX_FLAG in ctx.recorded and isinstance(features, dict) and "codex_hooks" in features:
             del features["codex_hooks"]
             if not features:
                 del doc["features"]
@@ -410,6 +463,7 @@ def codex_hooks_flag() -> tuple[Edit, Edit]:
 
 
 # --- the hosts -----------------------------------------------------------------------------------
+
 
 def _stdio(ctx: Context) -> dict[str, Any]:
     return {"command": ctx.exe, "args": ["mcp"]}
@@ -427,82 +481,198 @@ def _opencode_entry(ctx: Context) -> dict[str, Any]:
     return {"type": "local", "command": ctx.mcp_argv(), "enabled": True}
 
 
-def _part(kind: str, fmt: str, paths: dict[str, str], edits: tuple[Edit, Edit],
-          **kw: Any) -> Part:
+def _part(kind: str, fmt: str, paths: dict[str, str], edits: tuple[Edit, Edit], **kw: Any) -> Part:
     return Part(kind, fmt, paths, edits[0], edits[1], **kw)
 
 
-HOSTS: dict[str, Host] = {h.name: h for h in (
-    Host("claude-code", "Claude Code", (
-        _part("mcp", "json", {"user": "~/.claude.json", "project": "./.mcp.json"},
-              mcp_map("mcpServers", _claude_entry)),
-        _part("hooks", "json", {"user": "~/.claude/settings.json",
-                                "project": "./.claude/settings.json"},
-              nested_hooks(tool_matcher="*")),
-    )),
-    Host("codex", "Codex CLI", (
-        _part("mcp", "toml", {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
-              toml_mcp()),
-        _part("hooks", "json", {"user": "~/.codex/hooks.json", "project": "./.codex/hooks.json"},
-              nested_hooks()),
-        _part("hooks", "toml", {"user": "~/.codex/config.toml",
-                                "project": "./.codex/config.toml"}, codex_hooks_flag(),
-              flag=True),
-    ), note="hooks also need [features] codex_hooks = true in config.toml (set by connect)"),
-    Host("cursor", "Cursor", (
-        _part("mcp", "json", {"user": "~/.cursor/mcp.json", "project": "./.cursor/mcp.json"},
-              mcp_map("mcpServers", _stdio)),
-        _part("hooks", "json", {"user": "~/.cursor/hooks.json", "project": "./.cursor/hooks.json"},
-              flat_hooks(lambda c: {"command": c}, version=1), boilerplate=("version",)),
-    )),
-    Host("gemini-cli", "Gemini CLI", (
-        _part("mcp", "json", {"user": "~/.gemini/settings.json",
-                              "project": "./.gemini/settings.json"},
-              mcp_map("mcpServers", _stdio)),
-        _part("hooks", "json", {"user": "~/.gemini/settings.json",
-                                "project": "./.gemini/settings.json"},
-              nested_hooks(extra={"name": "engram"})),
-    )),
-    Host("copilot-cli", "GitHub Copilot CLI", (
-        _part("mcp", "json", {"user": "~/.copilot/mcp-config.json"},
-              mcp_map("mcpServers", _copilot_entry)),
-        _part("hooks", "json", {"project": "./.github/hooks/engram.json"},
-              flat_hooks(lambda c: {"type": "command", "bash": c, "timeoutSec": 30},
-                         command_key="bash", version=1), owned=True, boilerplate=("version",)),
-    ), note="Copilot CLI reads hooks only from .github/hooks/*.json of the repository"),
-    Host("opencode", "OpenCode", (
-        _part("mcp", "jsonc", {"user": "~/.config/opencode/opencode.json",
-                               "project": "./opencode.json"},
-              mcp_map("mcp", _opencode_entry)),
-    ), note="no command hooks (OpenCode extends through JS plugins)"),
-    Host("zed", "Zed", (
-        _part("mcp", "jsonc", {"user": "~/.config/zed/settings.json",
-                               "project": "./.zed/settings.json"},
-              mcp_map("context_servers", _stdio)),
-    ), note="no hooks"),
-    Host("continue", "Continue", (
-        _part("mcp", "yaml", {"user": "~/.continue/config.yaml"}, yaml_mcp_list(),
-              skeleton="name: Local Config\nversion: 1.0.0\nschema: v1\n",
-              refuse_if="config.json",
-              refuse_why="Continue loads config.yaml instead of config.json once it exists; "
-                         "migrate config.json to config.yaml first (docs.continue.dev), then "
-                         "run connect again"),
-    ), note="no hooks"),
-    Host("windsurf", "Windsurf", (
-        _part("mcp", "json", {"user": "~/.codeium/windsurf/mcp_config.json"},
-              mcp_map("mcpServers", _stdio)),
-        _part("hooks", "json", {"user": "~/.codeium/windsurf/hooks.json",
-                                "project": "./.windsurf/hooks.json"},
-              flat_hooks(lambda c: {"command": c, "show_output": False})),
-    )),
-    Host("kimi", "Kimi Code CLI", (
-        _part("mcp", "json", {"user": "~/.kimi-code/mcp.json",
-                              "project": "./.kimi-code/mcp.json"},
-              mcp_map("mcpServers", _stdio)),
-        _part("hooks", "toml", {"user": "~/.kimi-code/config.toml"}, toml_hooks()),
-    )),
-)}
+HOSTS: dict[str, Host] = {
+    h.name: h
+    for h in (
+        Host(
+            "claude-code",
+            "Claude Code",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.claude.json", "project": "./.mcp.json"},
+                    mcp_map("mcpServers", _claude_entry),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"user": "~/.claude/settings.json", "project": "./.claude/settings.json"},
+                    nested_hooks(tool_matcher="*"),
+                ),
+            ),
+        ),
+        Host(
+            "codex",
+            "Codex CLI",
+            (
+                _part(
+                    "mcp",
+                    "toml",
+                    {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
+                    toml_mcp(),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"user": "~/.codex/hooks.json", "project": "./.codex/hooks.json"},
+                    nested_hooks(),
+                ),
+                _part(
+                    "hooks",
+                    "toml",
+                    {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
+                    codex_hooks_flag(),
+                    flag=True,
+                ),
+            ),
+            note="hooks also need [features] codex_hooks = true in config.toml (set by connect)",
+        ),
+        Host(
+            "cursor",
+            "Cursor",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.cursor/mcp.json", "project": "./.cursor/mcp.json"},
+                    mcp_map("mcpServers", _stdio),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"user": "~/.cursor/hooks.json", "project": "./.cursor/hooks.json"},
+                    flat_hooks(lambda c: {"command": c}, version=1),
+                    boilerplate=("version",),
+                ),
+            ),
+        ),
+        Host(
+            "gemini-cli",
+            "Gemini CLI",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.gemini/settings.json", "project": "./.gemini/settings.json"},
+                    mcp_map("mcpServers", _stdio),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"user": "~/.gemini/settings.json", "project": "./.gemini/settings.json"},
+                    nested_hooks(extra={"name": "engram"}),
+                ),
+            ),
+        ),
+        Host(
+            "copilot-cli",
+            "GitHub Copilot CLI",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.copilot/mcp-config.json"},
+                    mcp_map("mcpServers", _copilot_entry),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"project": "./.github/hooks/engram.json"},
+                    flat_hooks(
+                        lambda c: {"type": "command", "bash": c, "timeoutSec": 30},
+                        command_key="bash",
+                        version=1,
+                    ),
+                    owned=True,
+                    boilerplate=("version",),
+                ),
+            ),
+            note="Copilot CLI reads hooks only from .github/hooks/*.json of the repository",
+        ),
+        Host(
+            "opencode",
+            "OpenCode",
+            (
+                _part(
+                    "mcp",
+                    "jsonc",
+                    {"user": "~/.config/opencode/opencode.json", "project": "./opencode.json"},
+                    mcp_map("mcp", _opencode_entry),
+                ),
+            ),
+            note="no command hooks (OpenCode extends through JS plugins)",
+        ),
+        Host(
+            "zed",
+            "Zed",
+            (
+                _part(
+                    "mcp",
+                    "jsonc",
+                    {"user": "~/.config/zed/settings.json", "project": "./.zed/settings.json"},
+                    mcp_map("context_servers", _stdio),
+                ),
+            ),
+            note="no hooks",
+        ),
+        Host(
+            "continue",
+            "Continue",
+            (
+                _part(
+                    "mcp",
+                    "yaml",
+                    {"user": "~/.continue/config.yaml"},
+                    yaml_mcp_list(),
+                    skeleton="name: Local Config\nversion: 1.0.0\nschema: v1\n",
+                    refuse_if="config.json",
+                    refuse_why="Continue loads config.yaml instead of config.json once it exists; "
+                    "migrate config.json to config.yaml first (docs.continue.dev), then "
+                    "run connect again",
+                ),
+            ),
+            note="no hooks",
+        ),
+        Host(
+            "windsurf",
+            "Windsurf",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.codeium/windsurf/mcp_config.json"},
+                    mcp_map("mcpServers", _stdio),
+                ),
+                _part(
+                    "hooks",
+                    "json",
+                    {"user": "~/.codeium/windsurf/hooks.json", "project": "./.windsurf/hooks.json"},
+                    flat_hooks(lambda c: {"command": c, "show_output": False}),
+                ),
+            ),
+        ),
+        Host(
+            "kimi",
+            "Kimi Code CLI",
+            (
+                _part(
+                    "mcp",
+                    "json",
+                    {"user": "~/.kimi-code/mcp.json", "project": "./.kimi-code/mcp.json"},
+                    mcp_map("mcpServers", _stdio),
+                ),
+                _part("hooks", "toml", {"user": "~/.kimi-code/config.toml"}, toml_hooks()),
+            ),
+        ),
+    )
+}
 """Every host connect knows, in the order `engram connect --list` shows them."""
+
 
 def host_named(name: str) -> Host | None:
     """The connect record of ``name``, spelled as the adapter registry spells hosts."""

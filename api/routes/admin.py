@@ -34,7 +34,11 @@ def import_() -> Any:
 
 @bp.get("/v1/audit")
 def audit_() -> Any:
-    items, cursor = audit.list_entries(store(), limit_arg(), request.args.get("cursor"),
-                                       request.args.get("targetId"),
-                                       request.args.get("action"))
+    items, cursor = audit.list_entries(
+        store(),
+        limit_arg(),
+        request.args.get("cursor"),
+        request.args.get("targetId"),
+        request.args.get("action"),
+    )
     return jsonify(page(items, cursor))

@@ -22,8 +22,9 @@ RETRY_AFTER_SECONDS = 5
 
 
 def _unavailable(code: str, message: str) -> Any:
-    response, status = error_response(503, code, message,
-                                      extra={"status": "rejected", "retryable": True})
+    response, status = error_response(
+        503, code, message, extra={"status": "rejected", "retryable": True}
+    )
     response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response, status
 
@@ -36,14 +37,21 @@ def _dispatch(event_id: str) -> None:
 def observe() -> Any:
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
-        return error_response(400, "malformed_json", "body must be a JSON object",
-                              extra={"status": "rejected"})
+        return error_response(
+            400, "malformed_json", "body must be a JSON object", extra={"status": "rejected"}
+        )
     try:
-        event = validate_event(body, max_field_chars=settings().max_field_chars,
-                               received_at=time.time())
+        event = validate_event(
+            body, max_field_chars=settings().max_field_chars, received_at=time.time()
+        )
     except InvalidEvent as exc:
-        return error_response(422, "validation_failed", "invalid observe payload",
-                              details={"fields": exc.fields}, extra={"status": "rejected"})
+        return error_response(
+            422,
+            "validation_failed",
+            "invalid observe payload",
+            details={"fields": exc.fields},
+            extra={"status": "rejected"},
+        )
     try:
         result = inbox.accept(store(), event, settings().inbox_max)
     except inbox.InboxFull as exc:
@@ -51,10 +59,14 @@ def observe() -> Any:
     except SQLAlchemyError as exc:
         # Nothing was written (the transaction rolled back): the client keeps the event.
         log.error("capture inbox write failed: %s", exc)
-        return _unavailable("store_unavailable", "the store did not accept the event; spool it "
-                            "and resend later")
-    answer: dict[str, Any] = {"status": result.status, "eventId": result.event_id,
-                              "observationId": result.observation_id}
+        return _unavailable(
+            "store_unavailable", "the store did not accept the event; spool it and resend later"
+        )
+    answer: dict[str, Any] = {
+        "status": result.status,
+        "eventId": result.event_id,
+        "observationId": result.observation_id,
+    }
     if result.is_new:
         _dispatch(result.event_id)
         return jsonify(answer), 201
@@ -67,10 +79,12 @@ def observe() -> Any:
 def capture_list() -> Any:
     state = request.args.get("state") or None
     if state is not None and state not in (*inbox.WAITING_STATES, inbox.DEAD):
-        raise ApiError(422, "state must be pending, processing, retrying or dead",
-                       details={"fields": {"state": "unknown state"}})
-    items, cursor = inbox.list_entries(store(), limit_arg(), request.args.get("cursor"),
-                                       state)
+        raise ApiError(
+            422,
+            "state must be pending, processing, retrying or dead",
+            details={"fields": {"state": "unknown state"}},
+        )
+    items, cursor = inbox.list_entries(store(), limit_arg(), request.args.get("cursor"), state)
     with store().read() as conn:
         counts = inbox.counts(conn)
     return jsonify({**page(items, cursor), "counts": counts})
@@ -87,8 +101,11 @@ def capture_retry() -> Any:
         if not ids:
             raise ApiError(404, f"no dead letter with eventId {event_id!r}")
     else:
-        raise ApiError(422, 'send {"eventId": "..."} or {"all": true}',
-                       details={"fields": {"eventId": "string, or use all: true"}})
+        raise ApiError(
+            422,
+            'send {"eventId": "..."} or {"all": true}',
+            details={"fields": {"eventId": "string, or use all: true"}},
+        )
     with store().write() as conn:
         for retried in ids:
             audit.record(conn, "api", "capture.retry", "event", retried)

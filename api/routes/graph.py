@@ -21,11 +21,13 @@ def graph_query() -> Any:
     body = json_body()
     errors: dict[str, str] = {}
     entity, text = body.get("entity"), body.get("query")
-    if entity is not None and (not isinstance(entity, str) or not entity.strip()
-                               or len(entity) > MAX_NAME_CHARS):
+    if entity is not None and (
+        not isinstance(entity, str) or not entity.strip() or len(entity) > MAX_NAME_CHARS
+    ):
         errors["entity"] = f"a non-empty string of at most {MAX_NAME_CHARS} characters"
-    if text is not None and (not isinstance(text, str) or not text.strip()
-                             or len(text) > MAX_QUERY_CHARS):
+    if text is not None and (
+        not isinstance(text, str) or not text.strip() or len(text) > MAX_QUERY_CHARS
+    ):
         errors["query"] = f"a non-empty string of at most {MAX_QUERY_CHARS} characters"
     if entity is None and text is None:
         errors["entity"] = "entity or query is required"
@@ -44,8 +46,8 @@ def graph_query() -> Any:
         raise ApiError(422, "invalid graph query", details={"fields": errors})
     scope = scope_from(body.get("project"), body.get("agentId"))
     with store().read() as conn:
-        answer = graph.query(conn, scope, name=entity, text=text, type=kind, depth=depth,
-                             limit=limit)
+        answer = graph.query(
+            conn, scope, name=entity, text=text, type=kind, depth=depth, limit=limit
+        )
         items = search.hydrate(conn, answer.hits)
-    return jsonify({"entities": answer.entities, "neighbours": answer.neighbours,
-                    "items": items})
+    return jsonify({"entities": answer.entities, "neighbours": answer.neighbours, "items": items})

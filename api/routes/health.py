@@ -21,7 +21,9 @@ def livez() -> Any:
 def health() -> Any:
     """Public and cheap (no broker or worker round trip): is the store answering?"""
     if not store().answers():
-        return jsonify({"status": "unavailable", "version": current_app.config["ENGRAM_VERSION"]}), 503
+        return jsonify(
+            {"status": "unavailable", "version": current_app.config["ENGRAM_VERSION"]}
+        ), 503
     return jsonify({"status": "ok", "version": current_app.config["ENGRAM_VERSION"]})
 
 
@@ -32,5 +34,10 @@ def status_() -> Any:
 
 def _report() -> dict[str, Any]:
     ext = current_app.extensions
-    return status.collect(settings(), store(), ext["engram.broker_probe"],
-                          ext["engram.worker_probe"], ext.get("engram.vectors"))
+    return status.collect(
+        settings(),
+        store(),
+        ext["engram.broker_probe"],
+        ext["engram.worker_probe"],
+        ext.get("engram.vectors"),
+    )

@@ -25,14 +25,22 @@ def list_() -> Any:
     query = request.args.get("query")
     limit = limit_arg()
     if query:
-        found = search.search(store(), query, scope, limit=min(limit, 100), mode="bm25",
-                              kinds=("memory",), per_session=limit)
+        found = search.search(
+            store(),
+            query,
+            scope,
+            limit=min(limit, 100),
+            mode="bm25",
+            kinds=("memory",),
+            per_session=limit,
+        )
         ids = [hit["id"] for hit in found["items"]]
         items = [m for m in (memories.get(store(), i) for i in ids) if m is not None]
         wanted = request.args.get("scope")
         return jsonify(page([m for m in items if not wanted or m["scope"] == wanted], None))
-    items, cursor = memories.list_memories(store(), scope, limit, request.args.get("cursor"),
-                                           request.args.get("scope") or None)
+    items, cursor = memories.list_memories(
+        store(), scope, limit, request.args.get("cursor"), request.args.get("scope") or None
+    )
     return jsonify(page(items, cursor))
 
 
@@ -46,11 +54,17 @@ def get(memory_id: str) -> Any:
 def new_version(memory_id: str) -> Any:
     content = json_body().get("content")
     if not isinstance(content, str) or not content.strip():
-        raise ApiError(422, "content is required",
-                       details={"fields": {"content": "required, a non-empty string"}})
+        raise ApiError(
+            422,
+            "content is required",
+            details={"fields": {"content": "required, a non-empty string"}},
+        )
     if len(content) > memories.MAX_CONTENT_CHARS:
-        raise ApiError(422, "content too long", details={
-            "fields": {"content": f"at most {memories.MAX_CONTENT_CHARS} characters"}})
+        raise ApiError(
+            422,
+            "content too long",
+            details={"fields": {"content": f"at most {memories.MAX_CONTENT_CHARS} characters"}},
+        )
     item = memories.update_content(store(), store().keyword, memory_id, content)
     if item is None:
         raise ApiError(404, f"no memory {memory_id!r}")

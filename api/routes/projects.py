@@ -37,9 +37,15 @@ def file_history() -> Any:
     """Observations that read or changed a file, newest first."""
     path = request.args.get("path", "")
     if not path.strip() or len(path) > MAX_PATH_CHARS:
-        raise ApiError(422, "path is required", details={"fields": {
-            "path": f"a non-empty file path of at most {MAX_PATH_CHARS} characters"}})
+        raise ApiError(
+            422,
+            "path is required",
+            details={
+                "fields": {"path": f"a non-empty file path of at most {MAX_PATH_CHARS} characters"}
+            },
+        )
     scope = scope_from(request.args.get("project"), request.args.get("agentId"))
-    items, cursor = observations.file_history(store(), scope, path.strip(), limit_arg(),
-                                              request.args.get("cursor"))
+    items, cursor = observations.file_history(
+        store(), scope, path.strip(), limit_arg(), request.args.get("cursor")
+    )
     return jsonify(page(items, cursor))

@@ -37,10 +37,17 @@ def search_() -> Any:
         raise ApiError(422, "invalid search", details={"fields": errors})
     scope = scope_from(body.get("project"), body.get("agentId"))
     try:
-        result = search.search(store(), query, scope, limit=limit, mode=mode,
-                               kinds=tuple(kinds) if kinds else None, vectors=vectors(),
-                               weights=dict(settings().search_weights),
-                               rrf_k=settings().rrf_k)
+        result = search.search(
+            store(),
+            query,
+            scope,
+            limit=limit,
+            mode=mode,
+            kinds=tuple(kinds) if kinds else None,
+            vectors=vectors(),
+            weights=dict(settings().search_weights),
+            rrf_k=settings().rrf_k,
+        )
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
     return jsonify(result)
@@ -52,13 +59,24 @@ def context_() -> Any:
     scope = scope_from(body.get("project"), body.get("agentId"))
     budget = body.get("budgetTokens", settings().context_budget_tokens)
     if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= 100_000:
-        raise ApiError(422, "budgetTokens must be an integer 1-100000",
-                       details={"fields": {"budgetTokens": "an integer 1-100000"}})
+        raise ApiError(
+            422,
+            "budgetTokens must be an integer 1-100000",
+            details={"fields": {"budgetTokens": "an integer 1-100000"}},
+        )
     query = body.get("query")
     if query is not None and not isinstance(query, str):
         raise ApiError(422, "query must be a string", details={"fields": {"query": "a string"}})
     session_id = body.get("sessionId") if isinstance(body.get("sessionId"), str) else None
-    return jsonify(context.build(store(), scope, query=query or None, session_id=session_id,
-                                 budget_tokens=budget, vectors=vectors(),
-                                 weights=dict(settings().search_weights),
-                               rrf_k=settings().rrf_k))
+    return jsonify(
+        context.build(
+            store(),
+            scope,
+            query=query or None,
+            session_id=session_id,
+            budget_tokens=budget,
+            vectors=vectors(),
+            weights=dict(settings().search_weights),
+            rrf_k=settings().rrf_k,
+        )
+    )

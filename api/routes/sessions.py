@@ -24,8 +24,13 @@ from engram.wire import MAX_ID_CHARS
 bp = Blueprint("sessions", __name__)
 
 
-def _str_field(body: dict[str, Any], key: str, errors: dict[str, str], required: bool = False,
-               limit: int = MAX_ID_CHARS) -> str | None:
+def _str_field(
+    body: dict[str, Any],
+    key: str,
+    errors: dict[str, str],
+    required: bool = False,
+    limit: int = MAX_ID_CHARS,
+) -> str | None:
     value = body.get(key)
     if value is None:
         if required:
@@ -58,15 +63,21 @@ def start() -> Any:
     if errors:
         raise ApiError(422, "invalid session", details={"fields": errors})
     assert session_id and project
-    session, created = sessions.start(store(), session_id, project, host=host,
-                                      agent_id=agent_id, cwd=cwd, at=at)
+    session, created = sessions.start(
+        store(), session_id, project, host=host, agent_id=agent_id, cwd=cwd, at=at
+    )
     # A session keeps the project and agent it started with; a re-announce cannot move it.
     scope = scope_from(session["project"], session["agentId"])
-    block = context.build(store(), scope, session_id=session_id,
-                          query=body.get("query") if isinstance(body.get("query"), str) else None,
-                          budget_tokens=budget, vectors=vectors(),
-                          weights=dict(settings().search_weights),
-                               rrf_k=settings().rrf_k)
+    block = context.build(
+        store(),
+        scope,
+        session_id=session_id,
+        query=body.get("query") if isinstance(body.get("query"), str) else None,
+        budget_tokens=budget,
+        vectors=vectors(),
+        weights=dict(settings().search_weights),
+        rrf_k=settings().rrf_k,
+    )
     return jsonify({"session": session, **block}), 201 if created else 200
 
 
@@ -98,9 +109,9 @@ def end(session_id: str) -> Any:
 @bp.get("/v1/sessions")
 def list_() -> Any:
     scope = scope_from(request.args.get("project"), request.args.get("agentId"))
-    items, cursor = sessions.list_sessions(store(), scope, limit_arg(),
-                                           request.args.get("cursor"),
-                                           request.args.get("status") or None)
+    items, cursor = sessions.list_sessions(
+        store(), scope, limit_arg(), request.args.get("cursor"), request.args.get("status") or None
+    )
     return jsonify(page(items, cursor))
 
 
@@ -112,8 +123,9 @@ def get(session_id: str) -> Any:
 @bp.get("/v1/sessions/<session_id>/observations")
 def timeline(session_id: str) -> Any:
     found_in_scope(sessions.get(store(), session_id), "session", session_id)
-    items, cursor = observations.timeline(store(), session_id, limit_arg(),
-                                          request.args.get("cursor"))
+    items, cursor = observations.timeline(
+        store(), session_id, limit_arg(), request.args.get("cursor")
+    )
     return jsonify(page(items, cursor))
 
 

@@ -39,12 +39,13 @@ def main(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
     unknown = [n for n in names if n not in RETRIEVERS]
     if not names or unknown:
-        return _fail(f"unknown retriever {', '.join(unknown) or '(none given)'}; "
-                     f"choose from {', '.join(RETRIEVERS)}")
+        return _fail(
+            f"unknown retriever {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(RETRIEVERS)}"
+        )
     if args.limit is not None and args.limit < 1:
         return _fail("--limit must be at least 1")
-    if args.bm25_weight < 0 or args.vector_weight < 0 or \
-            args.bm25_weight + args.vector_weight <= 0:
+    if args.bm25_weight < 0 or args.vector_weight < 0 or args.bm25_weight + args.vector_weight <= 0:
         return _fail("--bm25-weight and --vector-weight must be >= 0, not both 0")
     if args.graph_weight < 0:
         return _fail("--graph-weight must be >= 0")
@@ -56,11 +57,15 @@ def main(args: argparse.Namespace) -> int:
     embedder = None
     if any(n in ("vector", "hybrid", "hybrid+graph") for n in names):
         embedder = local_embedder(args.embedder, batch_size=32)
-    retriever_options = RetrieverOptions(cache_dir=cache_dir, bm25_weight=args.bm25_weight,
-                                         vector_weight=args.vector_weight,
-                                         fusion_depth=args.fusion_depth, rrf_k=args.rrf_k,
-                                         graph_weight=args.graph_weight,
-                                         embedder=embedder)
+    retriever_options = RetrieverOptions(
+        cache_dir=cache_dir,
+        bm25_weight=args.bm25_weight,
+        vector_weight=args.vector_weight,
+        fusion_depth=args.fusion_depth,
+        rrf_k=args.rrf_k,
+        graph_weight=args.graph_weight,
+        embedder=embedder,
+    )
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
     _progress(f"loading {args.dataset} from {data_dir} ...")
@@ -71,26 +76,35 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as exc:
         return _fail(f"cannot read {args.dataset} from {data_dir}: {exc!r}", EXIT_FAILURE)
     dataset = limit_queries(dataset, args.limit)
-    _progress(f"loaded {len(dataset.docs)} documents, {len(dataset.queries)} questions "
-              f"({time.perf_counter() - started:.1f}s); {'; '.join(dataset.notes)}")
+    _progress(
+        f"loaded {len(dataset.docs)} documents, {len(dataset.queries)} questions "
+        f"({time.perf_counter() - started:.1f}s); {'; '.join(dataset.notes)}"
+    )
     if not dataset.queries:
         return _fail("no question can be scored with these options", EXIT_FAILURE)
     try:
-        results = run(dataset, names, _progress, max(1, args.progress_every),
-                      retriever_options)
+        results = run(dataset, names, _progress, max(1, args.progress_every), retriever_options)
     except EmbedderError as exc:
         return _fail(str(exc), EXIT_FAILURE)
     for result in results:
         if result.prepare_seconds:
-            _progress(f"[{result.name}] embedding/cache lookup took "
-                      f"{result.prepare_seconds:.1f}s of {result.index_seconds:.1f}s indexing")
+            _progress(
+                f"[{result.name}] embedding/cache lookup took "
+                f"{result.prepare_seconds:.1f}s of {result.index_seconds:.1f}s indexing"
+            )
     print(report.render(dataset, results, args.session_docs, args.markdown))
     if args.json:
-        options = {"retrievers": names, "limit": args.limit, "dataDir": str(data_dir),
-                   "bm25Weight": args.bm25_weight, "vectorWeight": args.vector_weight,
-                   "fusionDepth": args.fusion_depth, "rrfK": args.rrf_k,
-                   "graphWeight": args.graph_weight,
-                   "embedder": embedder.name if embedder is not None else None}
+        options = {
+            "retrievers": names,
+            "limit": args.limit,
+            "dataDir": str(data_dir),
+            "bm25Weight": args.bm25_weight,
+            "vectorWeight": args.vector_weight,
+            "fusionDepth": args.fusion_depth,
+            "rrfK": args.rrf_k,
+            "graphWeight": args.graph_weight,
+            "embedder": embedder.name if embedder is not None else None,
+        }
         document = report.as_json(dataset, results, args.session_docs, options)
         try:
             Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -25,8 +25,13 @@ from typing import Any
 LEVELS = ("session", "turn")
 PROTOCOLS = ("official", "all-turns")
 SESSION_DOCS = ("whole", "best-turn")
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
-                     5: "adversarial"}
+LOCOMO_CATEGORIES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
 
 
 class DatasetError(Exception):
@@ -68,16 +73,23 @@ class Turn:
     indexed: bool  # under the protocol (official LongMemEval: user turns only)
 
 
-def _group(level: str, session_docs: str, haystack: str,
-           sessions: Iterable[tuple[str, list[Turn]]]) -> list[Doc]:
+def _group(
+    level: str, session_docs: str, haystack: str, sessions: Iterable[tuple[str, list[Turn]]]
+) -> list[Doc]:
     """Documents of one haystack: whole sessions, or turns (unit = turn or its session)."""
     docs: list[Doc] = []
     for s_index, (session_id, turns) in enumerate(sessions):
         kept = [t for t in turns if t.indexed and t.text.strip()]
         if level == "session" and session_docs == "whole":
             if kept:
-                docs.append(Doc(f"{haystack}/{s_index}", session_id, haystack,
-                                "\n".join(t.text for t in kept)))
+                docs.append(
+                    Doc(
+                        f"{haystack}/{s_index}",
+                        session_id,
+                        haystack,
+                        "\n".join(t.text for t in kept),
+                    )
+                )
             continue
         for turn in kept:
             unit = session_id if level == "session" else turn.turn_id
@@ -95,8 +107,10 @@ def _read_json(path: Path) -> Any:
 
 # LongMemEval -----------------------------------------------------------------------------
 
-def load_longmemeval(path: Path, name: str, level: str, protocol: str,
-                     session_docs: str) -> Dataset:
+
+def load_longmemeval(
+    path: Path, name: str, level: str, protocol: str, session_docs: str
+) -> Dataset:
     """Official: user turns only; skip ``_abs`` questions and those without user-side
     evidence (an answer session counts as gold only if one of its user turns has_answer).
     All-turns: every turn; every question with gold at the level."""
@@ -112,8 +126,9 @@ def load_longmemeval(path: Path, name: str, level: str, protocol: str,
         sessions: list[tuple[str, list[Turn]]] = []
         gold_turns: set[str] = set()
         evidence_sessions: set[str] = set()
-        for session_id, session in zip(item["haystack_session_ids"], item["haystack_sessions"],
-                                       strict=True):
+        for session_id, session in zip(
+            item["haystack_session_ids"], item["haystack_sessions"], strict=True
+        ):
             turns = []
             for t_index, turn in enumerate(session, start=1):
                 indexed = turn["role"] == "user" or not official
@@ -132,15 +147,19 @@ def load_longmemeval(path: Path, name: str, level: str, protocol: str,
             skipped["no evidence"] += 1
             continue
         docs.extend(_group(level, session_docs, qid, sessions))
-        queries.append(Query(qid, item["question"], qid, frozenset(gold),
-                             item.get("question_type", "")))
+        queries.append(
+            Query(qid, item["question"], qid, frozenset(gold), item.get("question_type", ""))
+        )
     side = "user-side " if official else ""
-    reasons = {"abstention": "abstention (_abs)",
-               "no evidence": f"without {side}evidence at {level} level"}
+    reasons = {
+        "abstention": "abstention (_abs)",
+        "no evidence": f"without {side}evidence at {level} level",
+    }
     skips = [f"{n} {reasons[k]}" for k, n in skipped.items() if n]
     notes = [f"{len(queries)} questions scored; skipped {' and '.join(skips) or 'none'}"]
-    return Dataset(name, level, protocol, docs, queries, notes,
-                   {k: v for k, v in skipped.items() if v})
+    return Dataset(
+        name, level, protocol, docs, queries, notes, {k: v for k, v in skipped.items() if v}
+    )
 
 
 # LoCoMo ------------------------------------------------------------------------------------
@@ -172,8 +191,9 @@ def normalise_evidence(raw: Iterable[str], known: set[str]) -> tuple[list[str], 
 
 
 def _locomo_sessions(conversation: dict[str, Any]) -> list[tuple[str, list[Turn]]]:
-    numbers = sorted(int(m.group(1)) for key in conversation
-                     if (m := re.fullmatch(r"session_(\d+)", key)))
+    numbers = sorted(
+        int(m.group(1)) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key))
+    )
     sessions = []
     for number in numbers:
         turns = []
@@ -186,8 +206,7 @@ def _locomo_sessions(conversation: dict[str, Any]) -> list[tuple[str, list[Turn]
     return sessions
 
 
-def load_locomo(path: Path, name: str, level: str, protocol: str,
-                session_docs: str) -> Dataset:
+def load_locomo(path: Path, name: str, level: str, protocol: str, session_docs: str) -> Dataset:
     docs: list[Doc] = []
     queries: list[Query] = []
     repaired = dropped_ids = no_evidence = 0
@@ -205,29 +224,52 @@ def load_locomo(path: Path, name: str, level: str, protocol: str,
             gold = {f"S{i[1:].split(':')[0]}" for i in ids} if level == "session" else set(ids)
             category = qa.get("category")
             label = f"{category} {LOCOMO_CATEGORIES.get(category, '?')}"
-            queries.append(Query(f"{haystack}/q{q_index}", qa["question"], haystack,
-                                 frozenset(gold), label))
-    notes = [f"{len(queries)} QAs scored; {no_evidence} dropped (no usable evidence); "
-             f"{repaired} malformed evidence ids repaired, {dropped_ids} dropped (not in the "
-             "conversation)"]
-    return Dataset(name, level, protocol, docs, queries, notes,
-                   {"no usable evidence": no_evidence} if no_evidence else {})
+            queries.append(
+                Query(f"{haystack}/q{q_index}", qa["question"], haystack, frozenset(gold), label)
+            )
+    notes = [
+        f"{len(queries)} QAs scored; {no_evidence} dropped (no usable evidence); "
+        f"{repaired} malformed evidence ids repaired, {dropped_ids} dropped (not in the "
+        "conversation)"
+    ]
+    return Dataset(
+        name,
+        level,
+        protocol,
+        docs,
+        queries,
+        notes,
+        {"no usable evidence": no_evidence} if no_evidence else {},
+    )
 
 
 # coding-agent-life -------------------------------------------------------------------------
 
-def load_coding_agent_life(path: Path, name: str, level: str, protocol: str,
-                           session_docs: str) -> Dataset:
+
+def load_coding_agent_life(
+    path: Path, name: str, level: str, protocol: str, session_docs: str
+) -> Dataset:
     if level != "session":
-        raise DatasetError("coding-agent-life has session-level gold only (goldSessionIds); "
-                           "use --level session")
+        raise DatasetError(
+            "coding-agent-life has session-level gold only (goldSessionIds); use --level session"
+        )
     haystack = "coding-agent-life"
-    docs = [Doc(f"{haystack}/{s['id']}", s["id"], haystack, s["content"])
-            for s in _read_json(path / "sessions.json")]
-    queries = [Query(q["id"], q["question"], haystack, frozenset(q["goldSessionIds"]),
-                     q.get("type", "")) for q in _read_json(path / "queries.json")]
-    return Dataset(name, level, protocol, docs, queries,
-                   [f"{len(queries)} queries scored over {len(docs)} sessions"])
+    docs = [
+        Doc(f"{haystack}/{s['id']}", s["id"], haystack, s["content"])
+        for s in _read_json(path / "sessions.json")
+    ]
+    queries = [
+        Query(q["id"], q["question"], haystack, frozenset(q["goldSessionIds"]), q.get("type", ""))
+        for q in _read_json(path / "queries.json")
+    ]
+    return Dataset(
+        name,
+        level,
+        protocol,
+        docs,
+        queries,
+        [f"{len(queries)} queries scored over {len(docs)} sessions"],
+    )
 
 
 Loader = Callable[[Path, str, str, str, str], Dataset]
@@ -240,13 +282,19 @@ LOADERS: dict[str, tuple[str, Loader]] = {
 }
 
 
-def load(name: str, data_dir: Path, level: str = "session", protocol: str = "official",
-         session_docs: str = "whole") -> Dataset:
+def load(
+    name: str,
+    data_dir: Path,
+    level: str = "session",
+    protocol: str = "official",
+    session_docs: str = "whole",
+) -> Dataset:
     if name not in LOADERS:
         raise DatasetError(f"unknown dataset {name!r}; choose from {', '.join(LOADERS)}")
     if not data_dir.is_dir():
-        raise DatasetError(f"benchmark data dir not found: {data_dir} (pass --data-dir or "
-                           "set ENGRAM_BENCH_DATA)")
+        raise DatasetError(
+            f"benchmark data dir not found: {data_dir} (pass --data-dir or set ENGRAM_BENCH_DATA)"
+        )
     relative, loader = LOADERS[name]
     if not (data_dir / relative).exists():
         raise DatasetError(f"{name} is not in {data_dir}: {relative} is missing")

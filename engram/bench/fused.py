@@ -20,8 +20,7 @@ from engram.keyword import KeywordHit
 
 
 def _hits(doc_ids: Sequence[str]) -> list[KeywordHit]:
-    return [KeywordHit(doc_id=d, kind="observation", session_id=None, score=0.0)
-            for d in doc_ids]
+    return [KeywordHit(doc_id=d, kind="observation", session_id=None, score=0.0) for d in doc_ids]
 
 
 class _StoreStreams(Bm25Retriever):
@@ -43,8 +42,7 @@ class _StoreStreams(Bm25Retriever):
 
         if self._conn is None:
             self._conn = self.store.engine.connect()
-        return [h.doc_id for h in graph.stream(self._conn, query, Scope(project=haystack),
-                                               limit)]
+        return [h.doc_id for h in graph.stream(self._conn, query, Scope(project=haystack), limit)]
 
 
 @register("graph")
@@ -73,8 +71,9 @@ class HybridGraphRetriever:
         self.weights["graph"] = options.graph_weight
         self.streams = _StoreStreams(workdir, options)
         try:
-            self.vector = VectorRetriever(workdir, options.cache_dir, options.embedder,
-                                          options.progress)
+            self.vector = VectorRetriever(
+                workdir, options.cache_dir, options.embedder, options.progress
+            )
         except BaseException:
             self.streams.close()
             raise
@@ -96,8 +95,7 @@ class HybridGraphRetriever:
             "vector": _hits(self.vector.search(query, haystack, depth)),
             "graph": _hits(self.streams.graph_search(query, haystack, depth)),
         }
-        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit,
-                                              k=self.options.rrf_k)]
+        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit, k=self.options.rrf_k)]
 
     def close(self) -> None:
         try:

@@ -15,8 +15,12 @@ from collections.abc import Iterable, Sequence, Set
 
 KS = (1, 3, 5, 10)
 NDCG_K = 10
-TABLE_METRICS = (*(f"recall_any@{k}" for k in KS), *(f"recall_all@{k}" for k in KS),
-                 f"ndcg@{NDCG_K}", "mrr")
+TABLE_METRICS = (
+    *(f"recall_any@{k}" for k in KS),
+    *(f"recall_all@{k}" for k in KS),
+    f"ndcg@{NDCG_K}",
+    "mrr",
+)
 ALL_METRICS = (*TABLE_METRICS, *(f"recall@{k}" for k in KS))
 
 
@@ -34,8 +38,9 @@ def dedupe(units: Iterable[str]) -> list[str]:
 def ndcg(ranked: Sequence[str], gold: Set[str], k: int = NDCG_K) -> float:
     if not gold:
         return 0.0
-    dcg = sum(1.0 / math.log2(rank + 1)
-              for rank, unit in enumerate(ranked[:k], start=1) if unit in gold)
+    dcg = sum(
+        1.0 / math.log2(rank + 1) for rank, unit in enumerate(ranked[:k], start=1) if unit in gold
+    )
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
     return dcg / ideal
 

@@ -63,41 +63,100 @@ Examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", choices=DATASETS, metavar="DATASET",
-                        help=f"one of: {', '.join(DATASETS)}")
-    parser.add_argument("--level", choices=("session", "turn"), default="session",
-                        help="score evidence sessions or evidence turns (default session)")
-    parser.add_argument("--protocol", choices=("official", "all-turns"), default="official",
-                        help="LongMemEval protocol (default official); ignored elsewhere")
-    parser.add_argument("--session-docs", choices=("whole", "best-turn"), default="whole",
-                        help="session level: index whole sessions, or turns ranked by their "
-                             "best turn (default whole)")
-    parser.add_argument("--retrievers", default=DEFAULT_RETRIEVERS, metavar="LIST",
-                        help=f"comma-separated retrievers (default {DEFAULT_RETRIEVERS})")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="embedding cache of the vector and hybrid retrievers (default: "
-                             "ENGRAM_BENCH_CACHE, else ~/.cache/engram/bench)")
-    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_EMBEDDER,
-                        help="local model of the vector and hybrid retrievers (default "
-                             f"{DEFAULT_EMBEDDER}; ENGRAM_LOCAL_MODEL's values)")
-    parser.add_argument("--fusion-depth", type=int, default=100, metavar="N",
-                        help="hybrid: documents taken from each ranking before fusion "
-                             "(default 100)")
-    parser.add_argument("--rrf-k", type=int, default=60, metavar="K",
-                        help="hybrid: RRF rank offset k (default 60; smaller trusts each "
-                             "stream's top ranks more)")
-    parser.add_argument("--bm25-weight", type=float, default=1.0, metavar="W",
-                        help="hybrid: RRF weight of the bm25 ranking (default 1.0)")
-    parser.add_argument("--vector-weight", type=float, default=1.0, metavar="W",
-                        help="hybrid: RRF weight of the vector ranking (default 1.0)")
-    parser.add_argument("--graph-weight", type=float, default=0.5, metavar="W",
-                        help="hybrid+graph: RRF weight of the graph ranking (default 0.5)")
-    parser.add_argument("--limit", type=int, metavar="N",
-                        help="score only the first N questions (and index only their haystacks)")
-    parser.add_argument("--data-dir", metavar="DIR",
-                        help="benchmark data (default: ENGRAM_BENCH_DATA, else ../shared/data "
-                             "beside the repository)")
+    parser.add_argument(
+        "dataset", choices=DATASETS, metavar="DATASET", help=f"one of: {', '.join(DATASETS)}"
+    )
+    parser.add_argument(
+        "--level",
+        choices=("session", "turn"),
+        default="session",
+        help="score evidence sessions or evidence turns (default session)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("official", "all-turns"),
+        default="official",
+        help="LongMemEval protocol (default official); ignored elsewhere",
+    )
+    parser.add_argument(
+        "--session-docs",
+        choices=("whole", "best-turn"),
+        default="whole",
+        help="session level: index whole sessions, or turns ranked by their "
+        "best turn (default whole)",
+    )
+    parser.add_argument(
+        "--retrievers",
+        default=DEFAULT_RETRIEVERS,
+        metavar="LIST",
+        help=f"comma-separated retrievers (default {DEFAULT_RETRIEVERS})",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="embedding cache of the vector and hybrid retrievers (default: "
+        "ENGRAM_BENCH_CACHE, else ~/.cache/engram/bench)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=LOCAL_MODELS,
+        default=DEFAULT_EMBEDDER,
+        help="local model of the vector and hybrid retrievers (default "
+        f"{DEFAULT_EMBEDDER}; ENGRAM_LOCAL_MODEL's values)",
+    )
+    parser.add_argument(
+        "--fusion-depth",
+        type=int,
+        default=100,
+        metavar="N",
+        help="hybrid: documents taken from each ranking before fusion (default 100)",
+    )
+    parser.add_argument(
+        "--rrf-k",
+        type=int,
+        default=60,
+        metavar="K",
+        help="hybrid: RRF rank offset k (default 60; smaller trusts each stream's top ranks more)",
+    )
+    parser.add_argument(
+        "--bm25-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="hybrid: RRF weight of the bm25 ranking (default 1.0)",
+    )
+    parser.add_argument(
+        "--vector-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="hybrid: RRF weight of the vector ranking (default 1.0)",
+    )
+    parser.add_argument(
+        "--graph-weight",
+        type=float,
+        default=0.5,
+        metavar="W",
+        help="hybrid+graph: RRF weight of the graph ranking (default 0.5)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="score only the first N questions (and index only their haystacks)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="benchmark data (default: ENGRAM_BENCH_DATA, else ../shared/data "
+        "beside the repository)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    parser.add_argument("--progress-every", type=int, default=50, metavar="N",
-                        help="print progress every N questions (default 50)")
+    parser.add_argument(
+        "--progress-every",
+        type=int,
+        default=50,
+        metavar="N",
+        help="print progress every N questions (default 50)",
+    )

@@ -10,14 +10,24 @@ from engram.bench.metrics import KS
 from engram.bench.runner import RetrieverResult
 
 # (header, metric key); recall-like metrics print as percentages, nDCG and MRR as fractions.
-MAIN_COLUMNS = (*((f"any@{k}", f"recall_any@{k}") for k in KS),
-                *((f"all@{k}", f"recall_all@{k}") for k in KS),
-                ("rec@10", "recall@10"), ("nDCG@10", "ndcg@10"), ("MRR", "mrr"))
+MAIN_COLUMNS = (
+    *((f"any@{k}", f"recall_any@{k}") for k in KS),
+    *((f"all@{k}", f"recall_all@{k}") for k in KS),
+    ("rec@10", "recall@10"),
+    ("nDCG@10", "ndcg@10"),
+    ("MRR", "mrr"),
+)
 MAX_CATEGORIES = 10
 """More categories than this (coding-agent-life: one or two queries each) are JSON only."""
-CATEGORY_COLUMNS = (("any@5", "recall_any@5"), ("any@10", "recall_any@10"),
-                    ("all@5", "recall_all@5"), ("all@10", "recall_all@10"),
-                    ("rec@10", "recall@10"), ("nDCG@10", "ndcg@10"), ("MRR", "mrr"))
+CATEGORY_COLUMNS = (
+    ("any@5", "recall_any@5"),
+    ("any@10", "recall_any@10"),
+    ("all@5", "recall_all@5"),
+    ("all@10", "recall_all@10"),
+    ("rec@10", "recall@10"),
+    ("nDCG@10", "ndcg@10"),
+    ("MRR", "mrr"),
+)
 
 
 def _cell(key: str, value: float) -> str:
@@ -26,15 +36,19 @@ def _cell(key: str, value: float) -> str:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool) -> str:
     if markdown:
-        lines = ["| " + " | ".join(headers) + " |",
-                 "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
+        lines = [
+            "| " + " | ".join(headers) + " |",
+            "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
+        ]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
@@ -44,44 +58,74 @@ def title(dataset: Dataset, session_docs: str) -> str:
     if dataset.name.startswith("longmemeval"):
         what += f", {dataset.protocol} protocol"
     if dataset.level == "session" and dataset.name != "coding-agent-life":
-        what += ", sessions as whole documents" if session_docs == "whole" else \
-            ", sessions ranked by their best turn"
+        what += (
+            ", sessions as whole documents"
+            if session_docs == "whole"
+            else ", sessions ranked by their best turn"
+        )
     return what
 
 
 def main_table(results: Sequence[RetrieverResult], markdown: bool = False) -> str:
     headers = ["retriever", *(h for h, _ in MAIN_COLUMNS), "p50 ms", "p95 ms"]
-    rows = [[r.name, *(_cell(k, r.metrics.get(k, 0.0)) for _, k in MAIN_COLUMNS),
-             f"{r.latency_ms['p50']:.2f}", f"{r.latency_ms['p95']:.2f}"] for r in results]
+    rows = [
+        [
+            r.name,
+            *(_cell(k, r.metrics.get(k, 0.0)) for _, k in MAIN_COLUMNS),
+            f"{r.latency_ms['p50']:.2f}",
+            f"{r.latency_ms['p95']:.2f}",
+        ]
+        for r in results
+    ]
     return _table(headers, rows, markdown)
 
 
 def category_table(results: Sequence[RetrieverResult], markdown: bool = False) -> str:
     headers = ["category", "retriever", "n", *(h for h, _ in CATEGORY_COLUMNS)]
     categories = sorted({c for r in results for c in r.by_category})
-    rows = [[category, r.name, str(r.category_counts[category]),
-             *(_cell(k, r.by_category[category][k]) for _, k in CATEGORY_COLUMNS)]
-            for category in categories for r in results if category in r.by_category]
+    rows = [
+        [
+            category,
+            r.name,
+            str(r.category_counts[category]),
+            *(_cell(k, r.by_category[category][k]) for _, k in CATEGORY_COLUMNS),
+        ]
+        for category in categories
+        for r in results
+        if category in r.by_category
+    ]
     return _table(headers, rows, markdown)
 
 
-def render(dataset: Dataset, results: Sequence[RetrieverResult], session_docs: str,
-           markdown: bool = False) -> str:
+def render(
+    dataset: Dataset, results: Sequence[RetrieverResult], session_docs: str, markdown: bool = False
+) -> str:
     heading = f"## {title(dataset, session_docs)}" if markdown else title(dataset, session_docs)
-    parts = [heading, *dataset.notes,
-             "recall columns in %, nDCG and MRR as fractions, latency of the search call only",
-             "", main_table(results, markdown)]
+    parts = [
+        heading,
+        *dataset.notes,
+        "recall columns in %, nDCG and MRR as fractions, latency of the search call only",
+        "",
+        main_table(results, markdown),
+    ]
     if 1 < len({c for r in results for c in r.by_category}) <= MAX_CATEGORIES:
         parts += ["", "Per category:", "", category_table(results, markdown)]
     return "\n".join(parts)
 
 
-def as_json(dataset: Dataset, results: Sequence[RetrieverResult], session_docs: str,
-            options: dict[str, Any]) -> dict[str, Any]:
+def as_json(
+    dataset: Dataset, results: Sequence[RetrieverResult], session_docs: str, options: dict[str, Any]
+) -> dict[str, Any]:
     return {
-        "dataset": dataset.name, "level": dataset.level, "protocol": dataset.protocol,
-        "sessionDocs": session_docs, "title": title(dataset, session_docs),
-        "questionsScored": len(dataset.queries), "skipped": dataset.skipped,
-        "documents": len(dataset.docs), "notes": dataset.notes, "options": options,
+        "dataset": dataset.name,
+        "level": dataset.level,
+        "protocol": dataset.protocol,
+        "sessionDocs": session_docs,
+        "title": title(dataset, session_docs),
+        "questionsScored": len(dataset.queries),
+        "skipped": dataset.skipped,
+        "documents": len(dataset.docs),
+        "notes": dataset.notes,
+        "options": options,
         "retrievers": {r.name: r.as_json() for r in results},
     }

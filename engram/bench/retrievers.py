@@ -61,6 +61,7 @@ def register(name: str) -> Callable[[RetrieverFactory], RetrieverFactory]:
     def decorate(factory: RetrieverFactory) -> RetrieverFactory:
         RETRIEVERS[name] = factory
         return factory
+
     return decorate
 
 
@@ -84,8 +85,9 @@ class GrepRetriever:
 
     name = "grep"
 
-    def __init__(self, workdir: Path | None = None,
-                 options: RetrieverOptions | None = None) -> None:
+    def __init__(
+        self, workdir: Path | None = None, options: RetrieverOptions | None = None
+    ) -> None:
         self._docs: dict[str, list[tuple[str, str]]] = defaultdict(list)
 
     def add(self, docs: Sequence[Doc]) -> None:
@@ -129,9 +131,17 @@ class Bm25Retriever:
 
         with self.store.write() as conn:
             for doc in docs:
-                self.store.keyword.upsert(conn, KeywordDoc(
-                    doc_id=doc.doc_id, kind="observation", project=doc.haystack,
-                    body=doc.text, created_at=0.0, session_id=doc.unit_id))
+                self.store.keyword.upsert(
+                    conn,
+                    KeywordDoc(
+                        doc_id=doc.doc_id,
+                        kind="observation",
+                        project=doc.haystack,
+                        body=doc.text,
+                        created_at=0.0,
+                        session_id=doc.unit_id,
+                    ),
+                )
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
         from engram.scope import Scope
@@ -169,8 +179,9 @@ class HybridRetriever:
         self.options = options
         self.bm25 = Bm25Retriever(workdir, options)
         try:
-            self.vector = VectorRetriever(workdir, options.cache_dir, options.embedder,
-                                          options.progress)
+            self.vector = VectorRetriever(
+                workdir, options.cache_dir, options.embedder, options.progress
+            )
         except BaseException:
             self.bm25.close()
             raise
@@ -185,8 +196,10 @@ class HybridRetriever:
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
         depth = max(limit, self.options.fusion_depth)
-        rankings = [self.bm25.search(query, haystack, depth),
-                    self.vector.search(query, haystack, depth)]
+        rankings = [
+            self.bm25.search(query, haystack, depth),
+            self.vector.search(query, haystack, depth),
+        ]
         weights = [self.options.bm25_weight, self.options.vector_weight]
         return rrf(rankings, weights, limit, k=self.options.rrf_k)
 

@@ -51,9 +51,13 @@ def _quiet(_: str) -> None:
     pass
 
 
-def run_retriever(name: str, dataset: Dataset, progress: Progress = _quiet,
-                  progress_every: int = 50,
-                  options: RetrieverOptions | None = None) -> RetrieverResult:
+def run_retriever(
+    name: str,
+    dataset: Dataset,
+    progress: Progress = _quiet,
+    progress_every: int = 50,
+    options: RetrieverOptions | None = None,
+) -> RetrieverResult:
     if name not in RETRIEVERS:
         raise KeyError(name)
     options = dataclasses.replace(options or RetrieverOptions(), progress=progress)
@@ -65,8 +69,7 @@ def run_retriever(name: str, dataset: Dataset, progress: Progress = _quiet,
         try:
             prepare_seconds = _prepare(retriever, dataset, progress)
             index_seconds = prepare_seconds + _index(retriever, dataset, progress)
-            rows, latencies = _query(retriever, dataset, unit_of, depth, progress,
-                                     progress_every)
+            rows, latencies = _query(retriever, dataset, unit_of, depth, progress, progress_every)
         finally:
             retriever.close()
     by_cat: dict[str, list[dict[str, float]]] = defaultdict(list)
@@ -77,8 +80,10 @@ def run_retriever(name: str, dataset: Dataset, progress: Progress = _quiet,
         metrics=metrics.mean(rows),
         by_category={cat: metrics.mean(r) for cat, r in sorted(by_cat.items())},
         category_counts={cat: len(r) for cat, r in sorted(by_cat.items())},
-        latency_ms={"p50": metrics.percentile(latencies, 50),
-                    "p95": metrics.percentile(latencies, 95)},
+        latency_ms={
+            "p50": metrics.percentile(latencies, 50),
+            "p95": metrics.percentile(latencies, 95),
+        },
         index_seconds=index_seconds,
         queries=len(rows),
         prepare_seconds=prepare_seconds,
@@ -92,8 +97,10 @@ def _prepare(retriever: Any, dataset: Dataset, progress: Progress) -> float:
     started = time.perf_counter()
     prepare(dataset.docs, [q.text for q in dataset.queries])
     seconds = time.perf_counter() - started
-    progress(f"[{retriever.name}] prepared {len(dataset.docs)} documents and "
-             f"{len(dataset.queries)} questions ({seconds:.1f}s)")
+    progress(
+        f"[{retriever.name}] prepared {len(dataset.docs)} documents and "
+        f"{len(dataset.queries)} questions ({seconds:.1f}s)"
+    )
     return seconds
 
 
@@ -102,17 +109,25 @@ def _index(retriever: Any, dataset: Dataset, progress: Progress) -> float:
     total = len(dataset.docs)
     next_report = PROGRESS_DOCS
     for start in range(0, total, INDEX_BATCH):
-        retriever.add(dataset.docs[start:start + INDEX_BATCH])
+        retriever.add(dataset.docs[start : start + INDEX_BATCH])
         done = min(start + INDEX_BATCH, total)
         if done >= next_report or done == total:
-            progress(f"[{retriever.name}] indexed {done}/{total} documents "
-                     f"({time.perf_counter() - started:.1f}s)")
+            progress(
+                f"[{retriever.name}] indexed {done}/{total} documents "
+                f"({time.perf_counter() - started:.1f}s)"
+            )
             next_report = done + PROGRESS_DOCS
     return time.perf_counter() - started
 
 
-def _query(retriever: Any, dataset: Dataset, unit_of: dict[str, str], depth: int,
-           progress: Progress, every: int) -> tuple[list[dict[str, float]], list[float]]:
+def _query(
+    retriever: Any,
+    dataset: Dataset,
+    unit_of: dict[str, str],
+    depth: int,
+    progress: Progress,
+    every: int,
+) -> tuple[list[dict[str, float]], list[float]]:
     rows: list[dict[str, float]] = []
     latencies: list[float] = []
     total = len(dataset.queries)
@@ -124,12 +139,18 @@ def _query(retriever: Any, dataset: Dataset, unit_of: dict[str, str], depth: int
         rows.append(metrics.score(ranked, query.gold))
         if n % every == 0 or n == total:
             so_far = metrics.mean(rows)
-            progress(f"[{retriever.name}] {n}/{total} questions "
-                     f"(recall_any@5 so far {so_far['recall_any@5']:.3f})")
+            progress(
+                f"[{retriever.name}] {n}/{total} questions "
+                f"(recall_any@5 so far {so_far['recall_any@5']:.3f})"
+            )
     return rows, latencies
 
 
-def run(dataset: Dataset, names: Sequence[str], progress: Progress = _quiet,
-        progress_every: int = 50,
-        options: RetrieverOptions | None = None) -> list[RetrieverResult]:
+def run(
+    dataset: Dataset,
+    names: Sequence[str],
+    progress: Progress = _quiet,
+    progress_every: int = 50,
+    options: RetrieverOptions | None = None,
+) -> list[RetrieverResult]:
     return [run_retriever(name, dataset, progress, progress_every, options) for name in names]

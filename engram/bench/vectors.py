@@ -37,6 +37,7 @@ COST_OVERHEAD = 60
 def _cost(text: str) -> int:
     return min(len(text), COST_CHARS) + COST_OVERHEAD
 
+
 Progress = Callable[[str], None]
 
 
@@ -76,7 +77,8 @@ class EmbeddingCache:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, digest BLOB NOT NULL, "
-            "vector BLOB NOT NULL, PRIMARY KEY (model, digest))")
+            "vector BLOB NOT NULL, PRIMARY KEY (model, digest))"
+        )
         # a rowid table: WITHOUT ROWID would spill each 1.5 KB vector to overflow pages and
         # take ~3x the space
         self._conn.commit()
@@ -88,11 +90,12 @@ class EmbeddingCache:
         found: dict[bytes, Any] = {}
         step = 500
         for start in range(0, len(keys), step):
-            chunk = list(keys[start:start + step])
+            chunk = list(keys[start : start + step])
             marks = ",".join("?" * len(chunk))
             rows = self._conn.execute(
                 f"SELECT digest, vector FROM vectors WHERE model = ? AND digest IN ({marks})",
-                [self.model, *chunk])
+                [self.model, *chunk],
+            )
             for digest, blob in rows:
                 vector = np.frombuffer(blob, dtype=np.float32)
                 if vector.shape[0] == self.dim:
@@ -104,22 +107,28 @@ class EmbeddingCache:
 
         self._conn.executemany(
             "INSERT OR REPLACE INTO vectors (model, digest, vector) VALUES (?, ?, ?)",
-            [(self.model, key, np.asarray(vec, dtype=np.float32).tobytes())
-             for key, vec in items])
+            [(self.model, key, np.asarray(vec, dtype=np.float32).tobytes()) for key, vec in items],
+        )
         self._conn.commit()
 
     def count(self) -> int:
-        row = self._conn.execute("SELECT count(*) FROM vectors WHERE model = ?",
-                                 [self.model]).fetchone()
+        row = self._conn.execute(
+            "SELECT count(*) FROM vectors WHERE model = ?", [self.model]
+        ).fetchone()
         return int(row[0])
 
     def close(self) -> None:
         self._conn.close()
 
 
-def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
-                 progress: Progress = _quiet, label: str = "vector",
-                 queries: bool = False) -> dict[bytes, Any]:
+def embed_cached(
+    embedder: Any,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    progress: Progress = _quiet,
+    label: str = "vector",
+    queries: bool = False,
+) -> dict[bytes, Any]:
     """Vectors of ``texts`` by cache key (``text_key``, or ``query_key`` when ``queries``):
     from the cache, embedding (and caching) the missing ones, shortest first, with progress
     (texts done/total, rate, ETA). ``queries`` embeds with ``embed_query`` when there is one."""
@@ -132,20 +141,23 @@ def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
         keys = {text_key(t): t for t in texts}
         embed = embedder.embed
     vectors = cache.get_many(list(keys))
-    missing = sorted(((k, t) for k, t in keys.items() if k not in vectors),
-                     key=lambda kt: len(kt[1]))
+    missing = sorted(
+        ((k, t) for k, t in keys.items() if k not in vectors), key=lambda kt: len(kt[1])
+    )
     if not missing:
         return vectors
     total = len(missing)
     total_cost = sum(_cost(t) for _, t in missing)
     done_cost = 0
     kind = "queries" if queries else "texts"
-    progress(f"[{label}] embedding {total} {kind} with {embedder.name} "
-             f"({len(vectors)} of {len(keys)} distinct texts cached in {cache.path})")
+    progress(
+        f"[{label}] embedding {total} {kind} with {embedder.name} "
+        f"({len(vectors)} of {len(keys)} distinct texts cached in {cache.path})"
+    )
     started = last = time.perf_counter()
     done = 0
     for start in range(0, total, EMBED_CHUNK):
-        chunk = missing[start:start + EMBED_CHUNK]
+        chunk = missing[start : start + EMBED_CHUNK]
         embedded = np.asarray(embed([t for _, t in chunk]), dtype=np.float32)
         pairs = [(k, embedded[i]) for i, (k, _) in enumerate(chunk)]
         cache.put_many(pairs)
@@ -158,8 +170,10 @@ def embed_cached(embedder: Any, cache: EmbeddingCache, texts: Sequence[str],
             elapsed = max(now - started, 1e-9)
             rate = done / elapsed
             eta = (total_cost - done_cost) * elapsed / done_cost
-            progress(f"[{label}] embedded {done}/{total} {kind} ({now - started:.0f}s, "
-                     f"{rate:.0f} {kind}/s, ETA {eta:.0f}s)")
+            progress(
+                f"[{label}] embedded {done}/{total} {kind} ({now - started:.0f}s, "
+                f"{rate:.0f} {kind}/s, ETA {eta:.0f}s)"
+            )
     return vectors
 
 
@@ -172,15 +186,19 @@ class VectorRetriever:
 
     name = "vector"
 
-    def __init__(self, workdir: Path | None = None, cache_dir: Path | None = None,
-                 embedder: Any = None, progress: Progress = _quiet) -> None:
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        cache_dir: Path | None = None,
+        embedder: Any = None,
+        progress: Progress = _quiet,
+    ) -> None:
         if embedder is None:
             from engram.embedders.local import LocalMiniLMEmbedder
 
             embedder = LocalMiniLMEmbedder(batch_size=32)
         self.embedder = embedder
-        self.cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.name,
-                                    embedder.dim)
+        self.cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.name, embedder.dim)
         self.progress = progress
         self._vectors: dict[bytes, Any] = {}
         self._ids: dict[str, list[str]] = defaultdict(list)
@@ -194,11 +212,15 @@ class VectorRetriever:
         texts = [d.text for d in docs]
         if not is_asymmetric(self.embedder):  # queries embed like documents: one pass
             texts, queries = texts + list(queries), ()
-        self._vectors.update(embed_cached(self.embedder, self.cache, texts, self.progress,
-                                          self.name))
+        self._vectors.update(
+            embed_cached(self.embedder, self.cache, texts, self.progress, self.name)
+        )
         if queries:
-            self._vectors.update(embed_cached(self.embedder, self.cache, list(queries),
-                                              self.progress, self.name, queries=True))
+            self._vectors.update(
+                embed_cached(
+                    self.embedder, self.cache, list(queries), self.progress, self.name, queries=True
+                )
+            )
         self.embed_seconds += time.perf_counter() - started
 
     def _vectors_of(self, texts: Sequence[str]) -> list[Any]:
@@ -224,7 +246,8 @@ class VectorRetriever:
         matrix = self._matrix.get(haystack)
         if matrix is None:
             matrix = self._matrix[haystack] = np.stack(
-                [self._vectors[k] for k in self._keys[haystack]])
+                [self._vectors[k] for k in self._keys[haystack]]
+            )
         key = query_key(self.embedder, query)
         if key not in self._vectors:
             self._vectors.update(embed_cached(self.embedder, self.cache, [query], queries=True))
@@ -244,8 +267,9 @@ class VectorRetriever:
         self.cache.close()
 
 
-def _fused(rankings: Sequence[Sequence[str]], weights: Sequence[float],
-           k: int) -> list[tuple[Any, dict[str, int]]]:
+def _fused(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int
+) -> list[tuple[Any, dict[str, int]]]:
     """The server's fusion (``engram.search.fuse``) over plain id rankings, stream i named
     ``s<i>``."""
     from engram.keyword import KeywordHit
@@ -253,13 +277,16 @@ def _fused(rankings: Sequence[Sequence[str]], weights: Sequence[float],
 
     if len(rankings) != len(weights):
         raise ValueError("one weight per ranking")
-    named = {f"s{i}": [KeywordHit(doc_id=d, kind="doc", session_id=None, score=0.0)
-                       for d in ranking] for i, ranking in enumerate(rankings)}
+    named = {
+        f"s{i}": [KeywordHit(doc_id=d, kind="doc", session_id=None, score=0.0) for d in ranking]
+        for i, ranking in enumerate(rankings)
+    }
     return fuse(named, {f"s{i}": w for i, w in enumerate(weights)}, k=k)
 
 
-def rrf_scores(rankings: Sequence[Sequence[str]], weights: Sequence[float],
-               k: int = RRF_K) -> dict[str, float]:
+def rrf_scores(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = RRF_K
+) -> dict[str, float]:
     """Weighted Reciprocal Rank Fusion: score(d) = sum over streams s that ranked d of
     w_s / (k + rank_s(d)), ranks from 1. Weights are renormalised to sum to 1 over the streams
     that answered (returned at least one document); streams with weight 0 are ignored.
@@ -267,8 +294,9 @@ def rrf_scores(rankings: Sequence[Sequence[str]], weights: Sequence[float],
     return {hit.doc_id: hit.score for hit, _ in _fused(rankings, weights, k)}
 
 
-def rrf(rankings: Sequence[Sequence[str]], weights: Sequence[float], limit: int,
-        k: int = RRF_K) -> list[str]:
+def rrf(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], limit: int, k: int = RRF_K
+) -> list[str]:
     """Fused ranking, best first; ties by best rank in any stream, then stream order (the
     server's ``engram.search.fuse``)."""
     return [hit.doc_id for hit, _ in _fused(rankings, weights, k)[:limit]]

@@ -56,7 +56,7 @@ def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     if size <= 0:
         raise ValueError(f"batch size must be positive, got {size}")
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def l2_normalise(vector: Sequence[float]) -> list[float]:

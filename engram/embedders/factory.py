@@ -12,22 +12,30 @@ if TYPE_CHECKING:
     from engram.settings import Settings
 
 
-def local_embedder(model: str, batch_size: int = 32, *, batch_tokens: int = 512,
-                   threads: int = 1, cache_dir: Path | None = None) -> Embedder:
+def local_embedder(
+    model: str,
+    batch_size: int = 32,
+    *,
+    batch_tokens: int = 512,
+    threads: int = 1,
+    cache_dir: Path | None = None,
+) -> Embedder:
     """The local (in-process, offline) embedder ENGRAM_LOCAL_MODEL names. Nothing loads here."""
     if model == "minilm":
         from engram.embedders.local import LocalMiniLMEmbedder
 
-        return LocalMiniLMEmbedder(batch_size=batch_size, batch_tokens=batch_tokens,
-                                   threads=threads, cache_dir=cache_dir)
+        return LocalMiniLMEmbedder(
+            batch_size=batch_size, batch_tokens=batch_tokens, threads=threads, cache_dir=cache_dir
+        )
     if model == "e5-small":
         from engram.embedders.e5 import LocalE5Embedder
 
         return LocalE5Embedder(batch_size=batch_size)
     from engram.settings import LOCAL_MODELS
 
-    raise EmbedderError(f"unknown local model {model!r} (ENGRAM_LOCAL_MODEL: "
-                        f"{', '.join(LOCAL_MODELS)})")
+    raise EmbedderError(
+        f"unknown local model {model!r} (ENGRAM_LOCAL_MODEL: {', '.join(LOCAL_MODELS)})"
+    )
 
 
 def embedder_from_settings(settings: Settings) -> Embedder | None:
@@ -36,10 +44,13 @@ def embedder_from_settings(settings: Settings) -> Embedder | None:
     if kind == "none":
         return None
     if kind == "local":
-        return local_embedder(settings.local_model, settings.embedding_batch,
-                              batch_tokens=settings.embedding_batch_tokens,
-                              threads=settings.embedding_threads,
-                              cache_dir=settings.data_dir / "models")
+        return local_embedder(
+            settings.local_model,
+            settings.embedding_batch,
+            batch_tokens=settings.embedding_batch_tokens,
+            threads=settings.embedding_threads,
+            cache_dir=settings.data_dir / "models",
+        )
     if kind == "openai":
         from engram.embedders.openai import OpenAIEmbedder
 

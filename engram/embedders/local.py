@@ -54,11 +54,11 @@ def _package_file(package: str, relative: str, install: str) -> Path:
         root = importlib.resources.files(package)
     except ModuleNotFoundError:
         raise EmbedderError(
-            f"local embedder: package {package} is not installed; run `{install}`") from None
+            f"local embedder: package {package} is not installed; run `{install}`"
+        ) from None
     path = Path(str(root.joinpath(relative)))
     if not path.is_file():
-        raise EmbedderError(
-            f"local embedder: {path} is missing; reinstall with `{install}`")
+        raise EmbedderError(f"local embedder: {path} is missing; reinstall with `{install}`")
     return path
 
 
@@ -98,7 +98,8 @@ class _Runtime:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             self.session = onnxruntime.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # noqa: BLE001 - onnxruntime/tokenizers raise their own types
             raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
@@ -122,8 +123,8 @@ class _Runtime:
         ids = np.zeros((len(ids_list), width), dtype=np.int64)
         mask = np.zeros((len(ids_list), width), dtype=np.int64)
         for row, tokens in enumerate(ids_list):
-            ids[row, :len(tokens)] = tokens
-            mask[row, :len(tokens)] = 1
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -143,8 +144,9 @@ def length_batches(lengths: Sequence[int], max_texts: int, max_tokens: int) -> l
     current: list[int] = []
     for i in order:
         # sorted ascending: the text being added is the longest of the batch
-        if current and (len(current) + 1 > max_texts
-                         or (len(current) + 1) * lengths[i] > max_tokens):
+        if current and (
+            len(current) + 1 > max_texts or (len(current) + 1) * lengths[i] > max_tokens
+        ):
             out.append(current)
             current = []
         current.append(i)
@@ -173,16 +175,24 @@ class LocalMiniLMEmbedder:
 
     name = NAME
 
-    def __init__(self, batch_size: int = 32, model_path: Path | None = None,
-                 tokenizer_path: Path | None = None, *,
-                 batch_tokens: int = DEFAULT_BATCH_TOKENS, threads: int = 1,
-                 cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        batch_size: int = 32,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        *,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        threads: int = 1,
+        cache_dir: Path | None = None,
+    ) -> None:
         """``model_path``: an ONNX file used as it is; by default the installed int8 model,
         rewritten to keep its weights 8-bit (``engram.embedders.compact``) into ``cache_dir``
         (default ``~/.cache/engram/models``)."""
         if batch_size <= 0 or batch_tokens <= 0 or threads <= 0:
-            raise EmbedderError("embedding batch size, batch tokens and threads must be "
-                                f"positive, got {batch_size}, {batch_tokens}, {threads}")
+            raise EmbedderError(
+                "embedding batch size, batch tokens and threads must be "
+                f"positive, got {batch_size}, {batch_tokens}, {threads}"
+            )
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.threads = threads
@@ -213,8 +223,9 @@ class LocalMiniLMEmbedder:
         runtime = self._runtime()
         token_ids = runtime.token_ids(list(texts))
         out: list[list[float]] = [[] for _ in texts]
-        for batch in length_batches([len(t) for t in token_ids], self.batch_size,
-                                    self.batch_tokens):
+        for batch in length_batches(
+            [len(t) for t in token_ids], self.batch_size, self.batch_tokens
+        ):
             vectors = runtime.embed([token_ids[i] for i in batch]).tolist()
             for i, vector in zip(batch, vectors, strict=True):
                 out[i] = vector

@@ -25,8 +25,14 @@ class OpenAIEmbedder:
     the first answer (``dim`` makes one call if nothing was embedded yet).
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str = "", batch_size: int = 32,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        batch_size: int = 32,
+        timeout: float = 30.0,
+    ) -> None:
         if not base_url:
             raise EmbedderError("ENGRAM_EMBEDDING_URL is empty: set the endpoint's base URL")
         if not model:
@@ -72,12 +78,14 @@ class OpenAIEmbedder:
             detail = exc.read(500).decode("utf-8", "replace").strip()
             raise EmbedderError(
                 f"embedding endpoint {self.url} answered HTTP {exc.code}"
-                + (f": {detail}" if detail else "")) from None
+                + (f": {detail}" if detail else "")
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise EmbedderError(
                 f"embedding endpoint {self.url} is unreachable: {reason} "
-                "(check ENGRAM_EMBEDDING_URL and that the server is running)") from None
+                "(check ENGRAM_EMBEDDING_URL and that the server is running)"
+            ) from None
         return self._parse(raw, len(texts))
 
     def _parse(self, raw: bytes, expected: int) -> list[list[float]]:
@@ -99,11 +107,17 @@ class OpenAIEmbedder:
                 raise bad(f"data[{position}] is not an object")
             index = item.get("index", position)
             vector = item.get("embedding")
-            if not isinstance(index, int) or not 0 <= index < expected or vectors[index] is not None:
+            if (
+                not isinstance(index, int)
+                or not 0 <= index < expected
+                or vectors[index] is not None
+            ):
                 raise bad(f"data[{position}] has a bad or repeated index {index!r}")
-            if (not isinstance(vector, list) or not vector
-                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                               for x in vector)):
+            if (
+                not isinstance(vector, list)
+                or not vector
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)
+            ):
                 raise bad(f"data[{position}].embedding is not a list of numbers")
             vectors[index] = l2_normalise([float(x) for x in vector])
         result = [v for v in vectors if v is not None]

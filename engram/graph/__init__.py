@@ -33,6 +33,24 @@ from engram.graph.extract import (
 from engram.graph.maintain import MAX_SESSION_PAIRED, add, apply, remove
 from engram.graph.read import Answer, Match, by_type, match, query, stats, stream
 
-__all__ = ["MAX_ENTITIES_PER_DOC", "MAX_SESSION_PAIRED", "RELATIONS", "SESSION", "TYPES",
-           "Answer", "Entity", "Match", "add", "apply", "by_type", "command_name", "extract",
-           "match", "normalise_path", "query", "remove", "stats", "stream"]
+__all__ = [
+    "MAX_ENTITIES_PER_DOC",
+    "MAX_SESSION_PAIRED",
+    "RELATIONS",
+    "SESSION",
+    "TYPES",
+    "Answer",
+    "Entity",
+    "Match",
+    "add",
+    "apply",
+    "by_type",
+    "command_name",
+    "extract",
+    "match",
+    "normalise_path",
+    "query",
+    "remove",
+    "stats",
+    "stream",
+]

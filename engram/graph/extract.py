@@ -53,73 +53,113 @@ def _words(text: str) -> frozenset[str]:
 _EXTENSIONS = _words(
     "py pyi ipynb ts tsx js jsx mjs cjs go rs java kt kts rb php c h cc cpp hpp cs swift sh bash "
     "zsh ps1 sql md mdx rst txt yml yaml toml json jsonl ini cfg conf env lock xml html css scss "
-    "vue svelte tf ex exs erl proto gradle lua r dart scala clj csv log pem dockerfile")
-_BARE_FILES = (r"Makefile|Dockerfile|Containerfile|Gemfile|Procfile|Justfile|Rakefile|Vagrantfile"
-               r"|Jenkinsfile|LICENSE|CODEOWNERS|\.gitignore|\.dockerignore|\.editorconfig"
-               r"|\.env(?:\.\w+)?|\.npmrc|\.bashrc|\.zshrc")
+    "vue svelte tf ex exs erl proto gradle lua r dart scala clj csv log pem dockerfile"
+)
+_BARE_FILES = (
+    r"Makefile|Dockerfile|Containerfile|Gemfile|Procfile|Justfile|Rakefile|Vagrantfile"
+    r"|Jenkinsfile|LICENSE|CODEOWNERS|\.gitignore|\.dockerignore|\.editorconfig"
+    r"|\.env(?:\.\w+)?|\.npmrc|\.bashrc|\.zshrc"
+)
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _FILE = re.compile(
     r"(?<![\w@/.:~-])((?:~|\.{1,2})?/?(?:[\w@.+-]+/+)*(?:[\w@+-][\w@.+-]*\.(?:"
     + "|".join(sorted(_EXTENSIONS, key=len, reverse=True))
-    + r")|" + _BARE_FILES + r"))(?![\w/-])", re.I)
+    + r")|"
+    + _BARE_FILES
+    + r"))(?![\w/-])",
+    re.I,
+)
 _ROOTED_PATH = re.compile(r"(?<![\w@/.:~-])((?:~|\.{1,2})?/[\w@.+-]+(?:/[\w@.+-]+)+)/?(?![\w/-])")
 _ERROR_TYPE = re.compile(
     r"\b(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Warning)|KeyboardInterrupt|SystemExit"
-    r"|StopIteration|GeneratorExit|TimeoutExpired|CalledProcessError)\b")
-_ERROR_CODE = re.compile(r"\berror\s*\[(E\d{4})\]|\berror\s+(TS\d{4,5})\b|\b(E(?:NOENT|ACCES|PERM"
-                         r"|EXIST|CONNREFUSED|CONNRESET|ADDRINUSE|PIPE|NOTDIR|ISDIR|NOSPC|MFILE"
-                         r"|TIMEDOUT|HOSTUNREACH|NOTEMPTY|ROFS))\b")
+    r"|StopIteration|GeneratorExit|TimeoutExpired|CalledProcessError)\b"
+)
+_ERROR_CODE = re.compile(
+    r"\berror\s*\[(E\d{4})\]|\berror\s+(TS\d{4,5})\b|\b(E(?:NOENT|ACCES|PERM"
+    r"|EXIST|CONNREFUSED|CONNRESET|ADDRINUSE|PIPE|NOTDIR|ISDIR|NOSPC|MFILE"
+    r"|TIMEDOUT|HOSTUNREACH|NOTEMPTY|ROFS))\b"
+)
 _HTTP_STATUS = re.compile(
     r"\bHTTP(?:/\d(?:\.\d)?)?\s+([45]\d\d)\b|\bstatus(?:[ _]code)?\s*[:=]?\s*([45]\d\d)\b"
     r"|\b([45]\d\d)\s+(?:Bad Request|Unauthorized|Forbidden|Not Found|Method Not Allowed"
     r"|Conflict|Unprocessable|Too Many Requests|Internal Server Error|Bad Gateway"
-    r"|Service Unavailable|Gateway Timeout)\b", re.I)
-_ERROR_PHRASES = ("segmentation fault", "permission denied", "command not found",
-                  "no such file or directory", "connection refused", "out of memory",
-                  "merge conflict", "deadlock detected")
+    r"|Service Unavailable|Gateway Timeout)\b",
+    re.I,
+)
+_ERROR_PHRASES = (
+    "segmentation fault",
+    "permission denied",
+    "command not found",
+    "no such file or directory",
+    "connection refused",
+    "out of memory",
+    "merge conflict",
+    "deadlock detected",
+)
 _ERROR_PHRASE = re.compile(r"\b(" + "|".join(_ERROR_PHRASES) + r")\b", re.I)
-_PY_IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+(\w[\w.]*)\s+import\b)",
-                        re.M)
-_JS_IMPORT = re.compile(r"""\b(?:import\s+(?:[\w*{}\s,]+\s+from\s+)?|require\(\s*|import\(\s*)"""
-                        r"""['"]([^'"\s]+)['"]""")
+_PY_IMPORT = re.compile(
+    r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+(\w[\w.]*)\s+import\b)", re.M
+)
+_JS_IMPORT = re.compile(
+    r"""\b(?:import\s+(?:[\w*{}\s,]+\s+from\s+)?|require\(\s*|import\(\s*)"""
+    r"""['"]([^'"\s]+)['"]"""
+)
 _ARGS = r"([^\n;&|]+)"
-_INSTALL = re.compile(rf"\b(?:pip3?|uv\s+pip|pipx)\s+install\s+{_ARGS}|\b(?:uv|poetry|pdm|cargo"
-                      rf"|yarn|pnpm|bun)\s+add\s+{_ARGS}|\bnpm\s+(?:install|i|add)\s+{_ARGS}"
-                      rf"|\bcargo\s+install\s+{_ARGS}|\bgo\s+(?:get|install)\s+{_ARGS}"
-                      rf"|\bgem\s+install\s+{_ARGS}")
+_INSTALL = re.compile(
+    rf"\b(?:pip3?|uv\s+pip|pipx)\s+install\s+{_ARGS}|\b(?:uv|poetry|pdm|cargo"
+    rf"|yarn|pnpm|bun)\s+add\s+{_ARGS}|\bnpm\s+(?:install|i|add)\s+{_ARGS}"
+    rf"|\bcargo\s+install\s+{_ARGS}|\bgo\s+(?:get|install)\s+{_ARGS}"
+    rf"|\bgem\s+install\s+{_ARGS}"
+)
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\[^\s'\"`]+")
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z][\w.-]*)(?:\[[\w,\s-]+\])?\s*(?:==|>=|~=|<=)\s*\d[\w.*]*",
-                          re.M)
+_REQUIREMENT = re.compile(
+    r"^\s*([A-Za-z][\w.-]*)(?:\[[\w,\s-]+\])?\s*(?:==|>=|~=|<=)\s*\d[\w.*]*", re.M
+)
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?![\w])")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\(\)")
 _CODE_SPAN = re.compile(r"`([^`\n]{2,300})`")
 _SHELL_LINE = re.compile(r"^\s*\$\s+(.+)$", re.M)
 _HEXISH = re.compile(r"[0-9a-f]{8,}|\d{4,}|(?=[A-Za-z0-9]{10})(?:[A-Za-z]*\d){3}", re.I)
 """Ids, hashes and tokens (``obs_e54b…``, ``toolu_01Jm5sK…``): never entity names."""
-_COMMAND_ALIASES = {"npm i": "npm install", "npm add": "npm install", "pip3 install": "pip install",
-                    "docker-compose up": "docker compose"}
+_COMMAND_ALIASES = {
+    "npm i": "npm install",
+    "npm add": "npm install",
+    "pip3 install": "pip install",
+    "docker-compose up": "docker compose",
+}
 
 _SUBCOMMAND_PROGRAMS = _words(
     "git gh npm yarn pnpm bun cargo go docker docker-compose podman kubectl helm pip pip3 uv "
     "poetry pdm terraform dotnet mvn gradle brew apt apt-get systemctl engram alembic flask "
-    "django-admin rails bundle mix deno just make")
+    "django-admin rails bundle mix deno just make"
+)
 _KNOWN_PROGRAMS = _SUBCOMMAND_PROGRAMS | _words(
     "pytest tox nox ruff mypy flake8 pylint black isort node tsc jest vitest eslint prettier "
     "python python3 psql sqlite3 mysql redis-cli curl wget ssh scp rsync grep rg sed awk jq "
-    "cmake gcc clang rustc celery uvicorn gunicorn")
+    "cmake gcc clang rustc celery uvicorn gunicorn"
+)
 _TRIVIAL_PROGRAMS = _words(
     "cd echo export set unset true false source exit sleep printf test [ pwd clear read "
-    "then else fi do done for while if")
+    "then else fi do done for while if"
+)
 _JUNK_SYMBOLS = _words(
     "print len str int dict list set range type super open isinstance getattr setattr hasattr "
-    "__init__ __main__ __name__ e.g i.e etc")
+    "__init__ __main__ __name__ e.g i.e etc"
+)
 _TLDS = _words("com org net io dev ai app co uk de fr edu gov")
 _SELF = ("self.", "this.", "cls.")
 
 
-def extract(body: str, *, project: str = "", files_read: Iterable[str] = (),
-            files_modified: Iterable[str] = (), commands: Iterable[str] = (),
-            errors: Iterable[str] = (), concepts: Iterable[str] = ()) -> list[Entity]:
+def extract(
+    body: str,
+    *,
+    project: str = "",
+    files_read: Iterable[str] = (),
+    files_modified: Iterable[str] = (),
+    commands: Iterable[str] = (),
+    errors: Iterable[str] = (),
+    concepts: Iterable[str] = (),
+) -> list[Entity]:
     """Entities of one document, most specific first, at most ``MAX_ENTITIES_PER_DOC``, one
     per (type, key) with its strongest role. The keyword arguments are an observation's columns
     (a memory's concepts); ``project`` lets absolute paths inside the project become relative."""
@@ -152,8 +192,9 @@ def _stronger(role: str, than: str) -> bool:
     return order.index(role) < order.index(than)
 
 
-def _entity(type_: str, name: str, role: str = "mentions", key: str | None = None,
-            alias: str | None = None) -> Entity | None:
+def _entity(
+    type_: str, name: str, role: str = "mentions", key: str | None = None, alias: str | None = None
+) -> Entity | None:
     name = name.strip()[:MAX_NAME_CHARS]
     key = (key if key is not None else name.lower())[:MAX_NAME_CHARS]
     if not key:
@@ -220,7 +261,11 @@ def _errors(text: str) -> list[Entity]:
 
 def _package(name: str) -> Entity | None:
     name = name.strip().strip("'\",;")
-    if not name or name.startswith((".", "/", "-", "http:", "https:", "git+")) or name == "__future__":
+    if (
+        not name
+        or name.startswith((".", "/", "-", "http:", "https:", "git+"))
+        or name == "__future__"
+    ):
         return None
     name = name.removeprefix("node:")
     if name.startswith("@"):  # @scope/name@version
@@ -264,8 +309,11 @@ def command_name(command: str) -> list[str]:
     for program, args in _segments(command):
         if program in ("python", "python3") and args[:1] == ["-m"] and len(args) > 1:
             program, args = args[1].lower(), args[2:]
-        if (program in _TRIVIAL_PROGRAMS or not re.fullmatch(r"[a-z][\w.+-]{0,39}", program)
-                or _HEXISH.search(program)):
+        if (
+            program in _TRIVIAL_PROGRAMS
+            or not re.fullmatch(r"[a-z][\w.+-]{0,39}", program)
+            or _HEXISH.search(program)
+        ):
             continue
         sub = args[0] if args else ""
         if program in _SUBCOMMAND_PROGRAMS and re.fullmatch(r"[a-z][\w:-]{0,30}", sub):
@@ -291,8 +339,13 @@ def _symbol(token: str) -> Entity | None:
     for prefix in _SELF:
         token = token.removeprefix(prefix)
     parts = token.split(".")
-    if (len(token) < 3 or token.lower() in _JUNK_SYMBOLS or _HEXISH.search(token)
-            or token.strip("_").isdigit() or not re.search(r"[A-Za-z]{2}", token)):
+    if (
+        len(token) < 3
+        or token.lower() in _JUNK_SYMBOLS
+        or _HEXISH.search(token)
+        or token.strip("_").isdigit()
+        or not re.search(r"[A-Za-z]{2}", token)
+    ):
         return None
     if len(parts) > 1:
         if parts[-1].lower() in _TLDS or parts[-1].lower() in _EXTENSIONS:
@@ -305,8 +358,11 @@ def _symbol(token: str) -> Entity | None:
 
 
 def _symbols(text: str) -> list[Entity]:
-    found: list[Entity | None] = [_symbol(m.group(1)) for m in _CALL.finditer(text)
-                                  if "." in m.group(1) or len(m.group(1)) >= 3]
+    found: list[Entity | None] = [
+        _symbol(m.group(1))
+        for m in _CALL.finditer(text)
+        if "." in m.group(1) or len(m.group(1)) >= 3
+    ]
     calls = {m.group(1) for m in _CALL.finditer(text)}
     for m in _IDENT.finditer(text):
         token = m.group(0)
@@ -315,8 +371,11 @@ def _symbols(text: str) -> list[Entity]:
         if "." in token or "_" in token or re.search(r"[a-z][A-Z]", token):
             found.append(_symbol(token))
     # plain names written as calls (``compress()``) are symbols even without _ or CamelCase
-    extra = [_entity("symbol", c) for c in calls
-             if "." not in c and "_" not in c and len(c) >= 3 and c.lower() not in _JUNK_SYMBOLS]
+    extra = [
+        _entity("symbol", c)
+        for c in calls
+        if "." not in c and "_" not in c and len(c) >= 3 and c.lower() not in _JUNK_SYMBOLS
+    ]
     return [e for e in (*found, *extra) if e is not None]
 
 
@@ -332,10 +391,15 @@ def document_columns(conn: Connection, docs: Sequence[KeywordDoc]) -> dict[str, 
     columns: dict[str, dict[str, Any]] = {}
     if obs_ids:
         o = observations.c
-        for row in conn.execute(select(o.id, o.files_read, o.files_modified, o.commands,
-                                       o.errors, o.concepts).where(o.id.in_(obs_ids))):
-            columns[row.id] = {name: loads(getattr(row, name), []) for name in (
-                "files_read", "files_modified", "commands", "errors", "concepts")}
+        for row in conn.execute(
+            select(o.id, o.files_read, o.files_modified, o.commands, o.errors, o.concepts).where(
+                o.id.in_(obs_ids)
+            )
+        ):
+            columns[row.id] = {
+                name: loads(getattr(row, name), [])
+                for name in ("files_read", "files_modified", "commands", "errors", "concepts")
+            }
     if mem_ids:
         m = memories.c
         for mem in conn.execute(select(m.id, m.concepts).where(m.id.in_(mem_ids))):

@@ -59,16 +59,29 @@ def add(conn: Connection, doc: KeywordDoc, columns: Mapping[str, Any] | None = N
         return
     agent = doc.agent_id or ""
     ids = _upsert_entities(conn, doc.project, entities, doc.created_at)
-    conn.execute(insert(graph_mentions), [
-        {"doc_id": doc.doc_id, "entity_id": ids[(e.type, e.key)], "role": e.role, "rank": rank,
-         "kind": doc.kind, "agent": agent, "session_id": doc.session_id,
-         "created_at": doc.created_at} for rank, e in enumerate(entities)])
+    conn.execute(
+        insert(graph_mentions),
+        [
+            {
+                "doc_id": doc.doc_id,
+                "entity_id": ids[(e.type, e.key)],
+                "role": e.role,
+                "rank": rank,
+                "kind": doc.kind,
+                "agent": agent,
+                "session_id": doc.session_id,
+                "created_at": doc.created_at,
+            }
+            for rank, e in enumerate(entities)
+        ],
+    )
     paired = [ids[(e.type, e.key)] for e in entities[:MAX_PAIRED_PER_DOC]]
     _bump(conn, _pairs(paired, "co_occurs"), agent, +1)
     if doc.session_id is None:
         return
-    session = _upsert_entities(conn, doc.project, [_session_entity(doc.session_id)],
-                               doc.created_at)[(SESSION, doc.session_id)]
+    session = _upsert_entities(
+        conn, doc.project, [_session_entity(doc.session_id)], doc.created_at
+    )[(SESSION, doc.session_id)]
     edited = [ids[(e.type, e.key)] for e in entities if e.type == "file" and e.role == "edits"]
     _bump(conn, _edits(session, edited), agent, +1)
     members = [ids[(e.type, e.key)] for e in entities if _session_member(e.type, e.role)]
@@ -87,25 +100,34 @@ def _subtract(conn: Connection, doc_id: str) -> set[int]:
     rows = conn.execute(
         select(m.entity_id, m.role, m.rank, m.agent, m.session_id, e.type, e.project)
         .select_from(graph_mentions.join(graph_entities, graph_entities.c.id == m.entity_id))
-        .where(m.doc_id == doc_id).order_by(m.rank)).all()
+        .where(m.doc_id == doc_id)
+        .order_by(m.rank)
+    ).all()
     if not rows:
         return set()
     conn.execute(delete(graph_mentions).where(m.doc_id == doc_id))
     ids = [r.entity_id for r in rows]
     agent, session_id, project = rows[0].agent, rows[0].session_id, rows[0].project
-    _bump(conn, _pairs([r.entity_id for r in rows if r.rank < MAX_PAIRED_PER_DOC], "co_occurs"),
-          agent, -1)
+    _bump(
+        conn,
+        _pairs([r.entity_id for r in rows if r.rank < MAX_PAIRED_PER_DOC], "co_occurs"),
+        agent,
+        -1,
+    )
     if session_id is not None:
-        session = conn.execute(select(e.id).where(
-            e.project == project, e.type == SESSION, e.key == session_id)).scalar()
+        session = conn.execute(
+            select(e.id).where(e.project == project, e.type == SESSION, e.key == session_id)
+        ).scalar()
         members = [r.entity_id for r in rows if _session_member(r.type, r.role)]
         _leave_session(conn, session_id, agent, members)
         if session is not None:
             edited = [r.entity_id for r in rows if r.type == "file" and r.role == "edits"]
             _bump(conn, _edits(session, edited), agent, -1)
             ids.append(session)
-    conn.execute(update(graph_entities).where(e.id == bindparam("eid")).values(
-        doc_count=e.doc_count - 1), [{"eid": i} for i in ids])
+    conn.execute(
+        update(graph_entities).where(e.id == bindparam("eid")).values(doc_count=e.doc_count - 1),
+        [{"eid": i} for i in ids],
+    )
     return set(ids)
 
 
@@ -116,13 +138,18 @@ def _collect(conn: Connection, touched: set[int]) -> None:
     ids, g = sorted(touched), graph_edges.c
     for column in (g.src, g.dst):
         conn.execute(delete(graph_edges).where(column.in_(ids), g.weight <= 0))
-    conn.execute(delete(graph_entities).where(graph_entities.c.id.in_(ids),
-                                              graph_entities.c.doc_count <= 0))
+    conn.execute(
+        delete(graph_entities).where(graph_entities.c.id.in_(ids), graph_entities.c.doc_count <= 0)
+    )
 
 
 def _session_entity(session_id: str) -> Entity:
-    return Entity(SESSION, session_id[:MAX_NAME_CHARS], session_id[:MAX_NAME_CHARS],
-                  session_id[:MAX_NAME_CHARS])
+    return Entity(
+        SESSION,
+        session_id[:MAX_NAME_CHARS],
+        session_id[:MAX_NAME_CHARS],
+        session_id[:MAX_NAME_CHARS],
+    )
 
 
 def _session_member(type_: str, role: str) -> bool:
@@ -148,88 +175,165 @@ def _statements(dialect: str) -> dict[str, Any]:
     ins = insert(t)
     entities = ins.on_conflict_do_update(
         index_elements=[t.c.project, t.c.type, t.c.key],
-        set_={"doc_count": t.c.doc_count + 1,
-              "first_seen": case((ins.excluded.first_seen < t.c.first_seen,
-                                  ins.excluded.first_seen), else_=t.c.first_seen),
-              "last_seen": case((ins.excluded.last_seen > t.c.last_seen,
-                                 ins.excluded.last_seen), else_=t.c.last_seen)},
+        set_={
+            "doc_count": t.c.doc_count + 1,
+            "first_seen": case(
+                (ins.excluded.first_seen < t.c.first_seen, ins.excluded.first_seen),
+                else_=t.c.first_seen,
+            ),
+            "last_seen": case(
+                (ins.excluded.last_seen > t.c.last_seen, ins.excluded.last_seen),
+                else_=t.c.last_seen,
+            ),
+        },
     ).returning(t.c.id, t.c.type, t.c.key)
     e = graph_edges
     ins_edges = insert(e)
     edges_up = ins_edges.on_conflict_do_update(
         index_elements=[e.c.src, e.c.dst, e.c.relation, e.c.agent],
-        set_={"weight": e.c.weight + ins_edges.excluded.weight})
-    edges_down = update(e).where(
-        e.c.src == bindparam("s"), e.c.dst == bindparam("d"), e.c.relation == bindparam("r"),
-        e.c.agent == bindparam("a")).values(weight=e.c.weight - bindparam("n"))
+        set_={"weight": e.c.weight + ins_edges.excluded.weight},
+    )
+    edges_down = (
+        update(e)
+        .where(
+            e.c.src == bindparam("s"),
+            e.c.dst == bindparam("d"),
+            e.c.relation == bindparam("r"),
+            e.c.agent == bindparam("a"),
+        )
+        .values(weight=e.c.weight - bindparam("n"))
+    )
     m = graph_session_members
-    join = insert(m).values(
-        session_id=bindparam("sid"), agent=bindparam("agent"), entity_id=bindparam("eid"),
-        refs=1, paired=0).on_conflict_do_update(
-        index_elements=[m.c.session_id, m.c.agent, m.c.entity_id],
-        set_={"refs": m.c.refs + 1}).returning(m.c.refs)
+    join = (
+        insert(m)
+        .values(
+            session_id=bindparam("sid"),
+            agent=bindparam("agent"),
+            entity_id=bindparam("eid"),
+            refs=1,
+            paired=0,
+        )
+        .on_conflict_do_update(
+            index_elements=[m.c.session_id, m.c.agent, m.c.entity_id], set_={"refs": m.c.refs + 1}
+        )
+        .returning(m.c.refs)
+    )
     return {"entities": entities, "edges_up": edges_up, "edges_down": edges_down, "join": join}
 
 
-def _upsert_entities(conn: Connection, project: str, entities: Sequence[Entity],
-                     at: float) -> dict[tuple[str, str], int]:
+def _upsert_entities(
+    conn: Connection, project: str, entities: Sequence[Entity], at: float
+) -> dict[tuple[str, str], int]:
     """Insert or count one more document for each entity; their ids by (type, key)."""
     stmt = _statements(conn.dialect.name)["entities"]
     # one cached statement run as executemany (insertmanyvalues batches it into one INSERT);
     # sorted so concurrent writers lock rows in the same order
-    rows = sorted(({"project": project, "type": x.type, "key": x.key, "alias": x.alias,
-                    "name": x.name, "doc_count": 1, "first_seen": at, "last_seen": at}
-                   for x in entities), key=lambda v: (v["type"], v["key"]))
+    rows = sorted(
+        (
+            {
+                "project": project,
+                "type": x.type,
+                "key": x.key,
+                "alias": x.alias,
+                "name": x.name,
+                "doc_count": 1,
+                "first_seen": at,
+                "last_seen": at,
+            }
+            for x in entities
+        ),
+        key=lambda v: (v["type"], v["key"]),
+    )
     return {(r.type, r.key): r.id for r in conn.execute(stmt, rows)}
 
 
-def _bump(conn: Connection, edges: Iterable[tuple[int, int, str]], agent: str,
-          delta: int) -> None:
+def _bump(conn: Connection, edges: Iterable[tuple[int, int, str]], agent: str, delta: int) -> None:
     counted = Counter(edges)
     if not counted:
         return
     statements = _statements(conn.dialect.name)
     if delta > 0:
-        conn.execute(statements["edges_up"], [
-            {"src": s, "dst": d, "relation": r, "agent": agent, "weight": n * delta}
-            for (s, d, r), n in sorted(counted.items())])
+        conn.execute(
+            statements["edges_up"],
+            [
+                {"src": s, "dst": d, "relation": r, "agent": agent, "weight": n * delta}
+                for (s, d, r), n in sorted(counted.items())
+            ],
+        )
         return
-    conn.execute(statements["edges_down"],
-                 [{"s": s, "d": d, "r": r, "a": agent, "n": n * -delta}
-                  for (s, d, r), n in sorted(counted.items())])
+    conn.execute(
+        statements["edges_down"],
+        [
+            {"s": s, "d": d, "r": r, "a": agent, "n": n * -delta}
+            for (s, d, r), n in sorted(counted.items())
+        ],
+    )
 
 
 def _join_session(conn: Connection, session_id: str, agent: str, members: Sequence[int]) -> None:
     t = graph_session_members
     join = _statements(conn.dialect.name)["join"]
     for entity in sorted(set(members)):
-        refs = conn.execute(join, {"sid": session_id, "agent": agent, "eid": entity}
-                            ).scalar_one()
+        refs = conn.execute(join, {"sid": session_id, "agent": agent, "eid": entity}).scalar_one()
         if refs != 1:
             continue
-        others = list(conn.execute(select(t.c.entity_id).where(
-            t.c.session_id == session_id, t.c.agent == agent, t.c.paired == 1)).scalars())
+        others = list(
+            conn.execute(
+                select(t.c.entity_id).where(
+                    t.c.session_id == session_id, t.c.agent == agent, t.c.paired == 1
+                )
+            ).scalars()
+        )
         if len(others) >= MAX_SESSION_PAIRED:
             continue
-        conn.execute(update(t).where(t.c.session_id == session_id, t.c.agent == agent,
-                                     t.c.entity_id == entity).values(paired=1))
-        _bump(conn, [x for o in others for x in ((entity, o, "same_session"),
-                                                 (o, entity, "same_session"))], agent, +1)
+        conn.execute(
+            update(t)
+            .where(t.c.session_id == session_id, t.c.agent == agent, t.c.entity_id == entity)
+            .values(paired=1)
+        )
+        _bump(
+            conn,
+            [x for o in others for x in ((entity, o, "same_session"), (o, entity, "same_session"))],
+            agent,
+            +1,
+        )
 
 
-def _leave_session(conn: Connection, session_id: str, agent: str,
-                   members: Sequence[int]) -> None:
+def _leave_session(conn: Connection, session_id: str, agent: str, members: Sequence[int]) -> None:
     t = graph_session_members
     for entity in sorted(set(members), reverse=True):
-        row = conn.execute(update(t).where(
-            t.c.session_id == session_id, t.c.agent == agent, t.c.entity_id == entity,
-        ).values(refs=t.c.refs - 1).returning(t.c.refs, t.c.paired)).first()
+        row = conn.execute(
+            update(t)
+            .where(
+                t.c.session_id == session_id,
+                t.c.agent == agent,
+                t.c.entity_id == entity,
+            )
+            .values(refs=t.c.refs - 1)
+            .returning(t.c.refs, t.c.paired)
+        ).first()
         if row is None or row.refs > 0:
             continue
-        conn.execute(delete(t).where(t.c.session_id == session_id, t.c.agent == agent,
-                                     t.c.entity_id == entity))
+        conn.execute(
+            delete(t).where(
+                t.c.session_id == session_id, t.c.agent == agent, t.c.entity_id == entity
+            )
+        )
         if row.paired:
-            others = list(conn.execute(select(t.c.entity_id).where(
-                t.c.session_id == session_id, t.c.agent == agent, t.c.paired == 1)).scalars())
-            _bump(conn, [x for o in others for x in ((entity, o, "same_session"),
-                                                     (o, entity, "same_session"))], agent, -1)
+            others = list(
+                conn.execute(
+                    select(t.c.entity_id).where(
+                        t.c.session_id == session_id, t.c.agent == agent, t.c.paired == 1
+                    )
+                ).scalars()
+            )
+            _bump(
+                conn,
+                [
+                    x
+                    for o in others
+                    for x in ((entity, o, "same_session"), (o, entity, "same_session"))
+                ],
+                agent,
+                -1,
+            )

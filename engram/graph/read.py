@@ -88,7 +88,7 @@ def _query_candidates(text: str) -> tuple[set[str], set[str]]:
     words = [w for w in words if len(w) >= 2]
     aliases.update(words)
     aliases.update(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
-    return set(sorted(aliases)[:MAX_QUERY_CANDIDATES * 2]), keys
+    return set(sorted(aliases)[: MAX_QUERY_CANDIDATES * 2]), keys
 
 
 def match(conn: Connection, text: str, scope: Scope, type_: str | None = None) -> list[Match]:
@@ -98,8 +98,9 @@ def match(conn: Connection, text: str, scope: Scope, type_: str | None = None) -
     return _lookup(conn, aliases, keys, scope, type_)
 
 
-def _lookup(conn: Connection, aliases: set[str], keys: set[str], scope: Scope,
-            type_: str | None) -> list[Match]:
+def _lookup(
+    conn: Connection, aliases: set[str], keys: set[str], scope: Scope, type_: str | None
+) -> list[Match]:
     if not aliases and not keys:
         return []
     e = graph_entities.c
@@ -109,12 +110,18 @@ def _lookup(conn: Connection, aliases: set[str], keys: set[str], scope: Scope,
     # project (75 ms p50 at 50k observations); each part alone is an index range scan.
     parts = []
     if aliases:  # ix_graph_entities_alias (alias, project)
-        parts.append(select(*columns).where(e.alias.in_(sorted(aliases)), _project_clause(scope),
-                                            e.type.in_(wanted)))
+        parts.append(
+            select(*columns).where(
+                e.alias.in_(sorted(aliases)), _project_clause(scope), e.type.in_(wanted)
+            )
+        )
     key_types = [t for t in wanted if t != "file"] if aliases else wanted
     if keys and key_types:  # uq_graph_entities_project_type_key (project, type, key)
-        parts.append(select(*columns).where(e.key.in_(sorted(keys)), _project_clause(scope),
-                                            e.type.in_(key_types)))
+        parts.append(
+            select(*columns).where(
+                e.key.in_(sorted(keys)), _project_clause(scope), e.type.in_(key_types)
+            )
+        )
     if not parts:
         return []
     rows = conn.execute(union_all(*parts) if len(parts) > 1 else parts[0])
@@ -125,12 +132,16 @@ def _lookup(conn: Connection, aliases: set[str], keys: set[str], scope: Scope,
             seen.add(r.id)
             found.append(Match(r.id, r.type, r.key, r.name, r.project, r.doc_count))
     exact_files = {m.key.rpartition("/")[2] for m in found if m.type == "file" and m.key in keys}
-    return [m for m in found if m.type != "file" or m.key in keys
-            or m.key.rpartition("/")[2] not in exact_files]
+    return [
+        m
+        for m in found
+        if m.type != "file" or m.key in keys or m.key.rpartition("/")[2] not in exact_files
+    ]
 
 
-def _docs_of(conn: Connection, limits: Mapping[int, int], scope: Scope,
-             kinds: tuple[str, ...] | None) -> dict[int, list[Any]]:
+def _docs_of(
+    conn: Connection, limits: Mapping[int, int], scope: Scope, kinds: tuple[str, ...] | None
+) -> dict[int, list[Any]]:
     """Per entity, its newest ``limits[entity]`` in-scope documents: one round trip (a UNION
     of index range scans on (entity_id, created_at))."""
     if not limits:
@@ -138,9 +149,12 @@ def _docs_of(conn: Connection, limits: Mapping[int, int], scope: Scope,
     m = graph_mentions.c
     parts = []
     for entity_id, limit in sorted(limits.items()):
-        stmt = (select(m.entity_id, m.doc_id, m.kind, m.session_id, m.role, m.created_at)
-                .where(m.entity_id == entity_id, _agent_clause(m.agent, scope))
-                .order_by(m.created_at.desc()).limit(limit))
+        stmt = (
+            select(m.entity_id, m.doc_id, m.kind, m.session_id, m.role, m.created_at)
+            .where(m.entity_id == entity_id, _agent_clause(m.agent, scope))
+            .order_by(m.created_at.desc())
+            .limit(limit)
+        )
         if kinds:
             stmt = stmt.where(m.kind.in_(kinds))
         parts.append(select(stmt.subquery()))
@@ -150,18 +164,29 @@ def _docs_of(conn: Connection, limits: Mapping[int, int], scope: Scope,
     return found
 
 
-def _neighbours(conn: Connection, entity_ids: Sequence[int], scope: Scope, per_entity: int,
-                relations: Sequence[str] = RELATIONS) -> list[tuple[int, int, str, int]]:
+def _neighbours(
+    conn: Connection,
+    entity_ids: Sequence[int],
+    scope: Scope,
+    per_entity: int,
+    relations: Sequence[str] = RELATIONS,
+) -> list[tuple[int, int, str, int]]:
     """(source, neighbour, relation, weight) for each source's strongest in-scope edges,
     heaviest first. Reads at most a few rows per source through the (src, weight) index, so a
     common entity's thousands of edges cost no more than a rare one's."""
     if not entity_ids:
         return []
     g = graph_edges.c
-    parts = [select(select(g.src, g.dst, g.relation, g.weight)
-                    .where(g.src == src, g.relation.in_(relations), _agent_clause(g.agent, scope))
-                    .order_by(g.weight.desc()).limit(per_entity * 4).subquery())
-             for src in sorted(set(entity_ids))]
+    parts = [
+        select(
+            select(g.src, g.dst, g.relation, g.weight)
+            .where(g.src == src, g.relation.in_(relations), _agent_clause(g.agent, scope))
+            .order_by(g.weight.desc())
+            .limit(per_entity * 4)
+            .subquery()
+        )
+        for src in sorted(set(entity_ids))
+    ]
     summed: Counter[tuple[int, int, str]] = Counter()
     for row in conn.execute(union_all(*parts) if len(parts) > 1 else parts[0]):
         summed[(row.src, row.dst, row.relation)] += row.weight  # one row per agent
@@ -171,8 +196,14 @@ def _neighbours(conn: Connection, entity_ids: Sequence[int], scope: Scope, per_e
     return [edge for src in entity_ids for edge in best.get(src, [])[:per_entity]]
 
 
-def _rank(conn: Connection, matched: Sequence[Match], scope: Scope, limit: int,
-          kinds: tuple[str, ...] | None, expand: bool) -> list[KeywordHit]:
+def _rank(
+    conn: Connection,
+    matched: Sequence[Match],
+    scope: Scope,
+    limit: int,
+    kinds: tuple[str, ...] | None,
+    expand: bool,
+) -> list[KeywordHit]:
     scores: dict[str, list[Any]] = {}
 
     def credit(rows: Iterable[Any], weight: float) -> None:
@@ -184,9 +215,17 @@ def _rank(conn: Connection, matched: Sequence[Match], scope: Scope, limit: int,
     limits = dict.fromkeys(weights, max(PER_ENTITY_DOCS * limit, 30))
     if expand:
         rarest = sorted(matched, key=lambda m: (m.doc_count, m.id))[:EXPAND_ENTITIES]
-        edges = [e for e in _neighbours(conn, [m.id for m in rarest], scope,
-                                        NEIGHBOURS_PER_ENTITY, ("co_occurs", "same_session"))
-                 if e[1] not in weights]
+        edges = [
+            e
+            for e in _neighbours(
+                conn,
+                [m.id for m in rarest],
+                scope,
+                NEIGHBOURS_PER_ENTITY,
+                ("co_occurs", "same_session"),
+            )
+            if e[1] not in weights
+        ]
         strongest = max((w for *_, w in edges), default=1)
         counts = _doc_counts(conn, {dst for _, dst, _, _ in edges})
         for _, dst, _, weight in edges:
@@ -197,8 +236,10 @@ def _rank(conn: Connection, matched: Sequence[Match], scope: Scope, limit: int,
     for entity_id, rows in _docs_of(conn, limits, scope, kinds).items():
         credit(rows, weights[entity_id])
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1][0], -kv[1][3], kv[0]))[:limit]
-    return [KeywordHit(doc_id, kind, session_id, score)
-            for doc_id, (score, kind, session_id, _) in ranked]
+    return [
+        KeywordHit(doc_id, kind, session_id, score)
+        for doc_id, (score, kind, session_id, _) in ranked
+    ]
 
 
 def _doc_counts(conn: Connection, ids: set[int]) -> dict[int, int]:
@@ -208,8 +249,9 @@ def _doc_counts(conn: Connection, ids: set[int]) -> dict[int, int]:
     return dict(conn.execute(select(e.id, e.doc_count).where(e.id.in_(sorted(ids)))).all())
 
 
-def stream(conn: Connection, query: str, scope: Scope, limit: int,
-           kinds: tuple[str, ...] | None = None) -> list[KeywordHit]:
+def stream(
+    conn: Connection, query: str, scope: Scope, limit: int, kinds: tuple[str, ...] | None = None
+) -> list[KeywordHit]:
     """The graph retrieval stream: documents that name the entities the query names (rarer
     entities and stronger roles score higher), then documents naming their strongest 1-hop
     neighbours at a lower weight. Best first; empty when the query names no known entity."""
@@ -229,8 +271,16 @@ class Answer:
 MAX_MATCHED_ENTITIES = 10
 
 
-def query(conn: Connection, scope: Scope, *, name: str | None = None, text: str | None = None,
-          type: str | None = None, depth: int = 1, limit: int = 20) -> Answer:  # noqa: A002
+def query(
+    conn: Connection,
+    scope: Scope,
+    *,
+    name: str | None = None,
+    text: str | None = None,
+    type: str | None = None,
+    depth: int = 1,
+    limit: int = 20,
+) -> Answer:  # noqa: A002
     """Entity lookup and neighbourhood for the API: the entities ``name`` (one entity's name) or
     ``text`` (free text) names, their neighbours up to ``depth`` hops with relation and weight,
     and the documents most about them. Only what has an in-scope document is returned."""
@@ -243,8 +293,9 @@ def query(conn: Connection, scope: Scope, *, name: str | None = None, text: str 
     else:
         found = match(conn, text or "", scope, type)
     counts = _scoped_counts(conn, found, scope)
-    found = sorted((m for m in found if counts.get(m.id)),
-                   key=lambda m: (-counts[m.id], m.type, m.key))[:MAX_MATCHED_ENTITIES]
+    found = sorted(
+        (m for m in found if counts.get(m.id)), key=lambda m: (-counts[m.id], m.type, m.key)
+    )[:MAX_MATCHED_ENTITIES]
     entities = [_entity_json(conn, m, counts[m.id]) for m in found]
     neighbours: list[dict[str, Any]] = []
     seen = {m.id for m in found}
@@ -259,9 +310,17 @@ def query(conn: Connection, scope: Scope, *, name: str | None = None, text: str 
             if dst in seen or dst not in info or len(neighbours) >= limit * hop:
                 continue
             row = info[dst]
-            neighbours.append({"type": row.type, "name": row.name, "key": row.key,
-                               "relation": relation, "weight": weight, "via": names[src],
-                               "depth": hop})
+            neighbours.append(
+                {
+                    "type": row.type,
+                    "name": row.name,
+                    "key": row.key,
+                    "relation": relation,
+                    "weight": weight,
+                    "via": names[src],
+                    "depth": hop,
+                }
+            )
             names[dst] = row.name
             seen.add(dst)
             added.append(dst)
@@ -291,16 +350,23 @@ def _scoped_counts(conn: Connection, found: Sequence[Match], scope: Scope) -> di
     m = graph_mentions.c
     plain = [x.id for x in found if x.type != SESSION]
     if plain:
-        counts.update(conn.execute(
-            select(m.entity_id, func.count()).where(m.entity_id.in_(plain),
-                                                    _agent_clause(m.agent, scope))
-            .group_by(m.entity_id)).all())
+        counts.update(
+            conn.execute(
+                select(m.entity_id, func.count())
+                .where(m.entity_id.in_(plain), _agent_clause(m.agent, scope))
+                .group_by(m.entity_id)
+            ).all()
+        )
     sessions = {x.key: x.id for x in found if x.type == SESSION}
     if sessions:
-        counts.update((sessions[key], n) for key, n in conn.execute(
-            select(m.session_id, func.count(func.distinct(m.doc_id)))
-            .where(m.session_id.in_(sorted(sessions)), _agent_clause(m.agent, scope))
-            .group_by(m.session_id)).all())
+        counts.update(
+            (sessions[key], n)
+            for key, n in conn.execute(
+                select(m.session_id, func.count(func.distinct(m.doc_id)))
+                .where(m.session_id.in_(sorted(sessions)), _agent_clause(m.agent, scope))
+                .group_by(m.session_id)
+            ).all()
+        )
     return counts
 
 
@@ -308,8 +374,10 @@ def _entity_rows(conn: Connection, ids: set[int]) -> dict[int, Any]:
     if not ids:
         return {}
     e = graph_entities.c
-    return {r.id: r for r in conn.execute(
-        select(e.id, e.type, e.key, e.name).where(e.id.in_(sorted(ids))))}
+    return {
+        r.id: r
+        for r in conn.execute(select(e.id, e.type, e.key, e.name).where(e.id.in_(sorted(ids))))
+    }
 
 
 def _entity_json(conn: Connection, m: Match, count: int) -> dict[str, Any]:
@@ -317,27 +385,42 @@ def _entity_json(conn: Connection, m: Match, count: int) -> dict[str, Any]:
 
     e = graph_entities.c
     row = conn.execute(select(e.first_seen, e.last_seen).where(e.id == m.id)).one()
-    return {"type": m.type, "name": m.name, "key": m.key, "project": m.project,
-            "docCount": count, "firstSeen": iso(row.first_seen), "lastSeen": iso(row.last_seen)}
+    return {
+        "type": m.type,
+        "name": m.name,
+        "key": m.key,
+        "project": m.project,
+        "docCount": count,
+        "firstSeen": iso(row.first_seen),
+        "lastSeen": iso(row.last_seen),
+    }
 
 
-def _session_hits(conn: Connection, sessions: Sequence[Match], scope: Scope,
-                  limit: int) -> list[KeywordHit]:
+def _session_hits(
+    conn: Connection, sessions: Sequence[Match], scope: Scope, limit: int
+) -> list[KeywordHit]:
     """A session node's documents: every in-scope document that session contributed."""
     m = graph_mentions.c
     rows = conn.execute(
         select(m.doc_id, m.kind, m.session_id, func.max(m.created_at).label("at"))
         .where(m.session_id.in_([s.key for s in sessions]), _agent_clause(m.agent, scope))
-        .group_by(m.doc_id, m.kind, m.session_id).order_by(func.max(m.created_at).desc())
-        .limit(limit))
+        .group_by(m.doc_id, m.kind, m.session_id)
+        .order_by(func.max(m.created_at).desc())
+        .limit(limit)
+    )
     return [KeywordHit(r.doc_id, r.kind, r.session_id, 1.0) for r in rows]
 
 
 def stats(conn: Connection) -> dict[str, int]:
     """Sizes of the graph, for status: entities (session nodes included), mentions, edges."""
-    return {name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-            for name, table in (("entities", graph_entities), ("mentions", graph_mentions),
-                                ("edges", graph_edges))}
+    return {
+        name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+        for name, table in (
+            ("entities", graph_entities),
+            ("mentions", graph_mentions),
+            ("edges", graph_edges),
+        )
+    }
 
 
 def by_type(conn: Connection) -> dict[str, int]:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole check, exactly what CI runs: install with dev extras, start Redis and PostgreSQL if
-# needed, lint, type-check, then every test (slow ones included, real servers and workers).
+# needed, lint, check formatting (`ruff format .` fixes it), type-check (mypy: every package),
+# then every test (slow ones included, real servers and workers).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -9,6 +10,7 @@ while IFS= read -r line; do export "${line?}"; done < <(bash infra/dev/services.
 
 echo "==> ruff"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .   # `ruff format .` fixes it
 echo "==> mypy"
 .venv/bin/mypy
 echo "==> pytest (Redis: $ENGRAM_TEST_REDIS_URL, PostgreSQL: ${ENGRAM_TEST_POSTGRES_URL%%@*}@…)"

@@ -19,8 +19,16 @@ from engram.events import Event
 from engram.scope import Scope
 from engram.store import Store
 
-ERRORS = ["ValueError", "KeyError", "TypeError", "IntegrityError", "TimeoutError",
-          "ConnectionRefusedError", "AssertionError", "ZeroDivisionError"]
+ERRORS = [
+    "ValueError",
+    "KeyError",
+    "TypeError",
+    "IntegrityError",
+    "TimeoutError",
+    "ConnectionRefusedError",
+    "AssertionError",
+    "ZeroDivisionError",
+]
 
 
 def payloads(n: int, rng: random.Random):  # type: ignore[no-untyped-def]
@@ -30,25 +38,52 @@ def payloads(n: int, rng: random.Random):  # type: ignore[no-untyped-def]
         path = modules[min(int(rng.paretovariate(1.2)) - 1, len(modules) - 1)]
         test = "tests/test_" + path.rpartition("/")[2]
         kind = i % 4
-        base = {"eventId": f"e{i}", "sessionId": session, "project": "bench",
-                "host": "claude-code", "hookType": "PostToolUse", "timestamp": 1.7e9 + i,
-                "agentId": None if i % 3 else f"agent{i % 2}"}
+        base = {
+            "eventId": f"e{i}",
+            "sessionId": session,
+            "project": "bench",
+            "host": "claude-code",
+            "hookType": "PostToolUse",
+            "timestamp": 1.7e9 + i,
+            "agentId": None if i % 3 else f"agent{i % 2}",
+        }
         if kind == 0:
-            yield {**base, "toolName": "Edit", "toolInput": {
-                "file_path": path, "old_string": f"def handler_{i}(x):",
-                "new_string": f"def handler_{i}(x, retry=True):  # uses HttpClient.fetch()"}}
+            yield {
+                **base,
+                "toolName": "Edit",
+                "toolInput": {
+                    "file_path": path,
+                    "old_string": f"def handler_{i}(x):",
+                    "new_string": f"def handler_{i}(x, retry=True):  # uses HttpClient.fetch()",
+                },
+            }
         elif kind == 1:
             err = rng.choice(ERRORS)
-            yield {**base, "toolName": "Bash", "toolInput": {"command": f"pytest {test} -q"},
-                   "toolOutput": {"stdout": f"FAILED {test}::test_case_{i % 7} - {err}: bad\n"
-                                            "1 failed", "exit_code": 1}}
+            yield {
+                **base,
+                "toolName": "Bash",
+                "toolInput": {"command": f"pytest {test} -q"},
+                "toolOutput": {
+                    "stdout": f"FAILED {test}::test_case_{i % 7} - {err}: bad\n1 failed",
+                    "exit_code": 1,
+                },
+            }
         elif kind == 2:
-            yield {**base, "toolName": "Read", "toolInput": {"file_path": path},
-                   "toolOutput": {"content": "import requests\nfrom sqlalchemy import select\n"}}
+            yield {
+                **base,
+                "toolName": "Read",
+                "toolInput": {"file_path": path},
+                "toolOutput": {"content": "import requests\nfrom sqlalchemy import select\n"},
+            }
         else:
-            yield {**base, "toolName": "Bash", "toolInput": {
-                "command": f"pip install pkg-{i % 50} && git commit -am 'touch {path}'"},
-                "toolOutput": {"stdout": "ok", "exit_code": 0}}
+            yield {
+                **base,
+                "toolName": "Bash",
+                "toolInput": {
+                    "command": f"pip install pkg-{i % 50} && git commit -am 'touch {path}'"
+                },
+                "toolOutput": {"stdout": "ok", "exit_code": 0},
+            }
 
 
 def main() -> None:
@@ -74,11 +109,20 @@ def main() -> None:
     applied = drain_graph(store, batch=500)
     drained = time.perf_counter() - started
     with store.read() as conn:
-        print(f"{n} observations stored in {stored:.1f}s; graph built in {drained:.1f}s "
-              f"({drained / max(applied, 1) * 1000:.2f} ms/doc); {graph.stats(conn)}")
-        queries = ["why does module_3.py fail", "ValueError in module_250.py",
-                   "tests/test_module_17.py", "IntegrityError", "pytest", "HttpClient.fetch",
-                   "git commit of src/pkg4/module_44.py", "nothing known in this one"]
+        print(
+            f"{n} observations stored in {stored:.1f}s; graph built in {drained:.1f}s "
+            f"({drained / max(applied, 1) * 1000:.2f} ms/doc); {graph.stats(conn)}"
+        )
+        queries = [
+            "why does module_3.py fail",
+            "ValueError in module_250.py",
+            "tests/test_module_17.py",
+            "IntegrityError",
+            "pytest",
+            "HttpClient.fetch",
+            "git commit of src/pkg4/module_44.py",
+            "nothing known in this one",
+        ]
         for scope in (Scope("bench"), Scope("bench", "agent1")):
             times = []
             for _ in range(25):
@@ -87,8 +131,10 @@ def main() -> None:
                     graph.stream(conn, q, scope, 40)
                     times.append((time.perf_counter() - t) * 1000)
             times.sort()
-            print(f"stream {scope}: p50 {statistics.median(times):.2f} ms, "
-                  f"p95 {times[int(len(times) * 0.95)]:.2f} ms, max {times[-1]:.2f} ms")
+            print(
+                f"stream {scope}: p50 {statistics.median(times):.2f} ms, "
+                f"p95 {times[int(len(times) * 0.95)]:.2f} ms, max {times[-1]:.2f} ms"
+            )
             for q in queries:
                 t = time.perf_counter()
                 hits = graph.stream(conn, q, scope, 40)

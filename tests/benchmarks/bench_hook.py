@@ -31,8 +31,9 @@ from tests.support import ENGRAM, Cluster  # noqa: E402
 FIXTURES = REPO.parent / "shared" / "fixtures" / "hosts"
 
 
-def timed(cmd: list[str], stdin: bytes | None, env: dict[str, str], runs: int,
-          vary: bool = False) -> list[float]:
+def timed(
+    cmd: list[str], stdin: bytes | None, env: dict[str, str], runs: int, vary: bool = False
+) -> list[float]:
     times = []
     for n in range(runs):
         data = stdin
@@ -55,8 +56,9 @@ def row(name: str, times: list[float], baseline: float | None) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=60)
     args = parser.parse_args()
     compileall.compile_dir(str(REPO / "agents"), quiet=1)
@@ -78,8 +80,10 @@ def main() -> int:
             cluster.stop_all()
         down = timed(hook + ["PostToolUse"], post, env, args.runs, vary=True)
     baseline = statistics.median(base)
-    print(f"engram hook wall time, {args.runs} runs each, load {load:.1f}, "
-          f"{os.cpu_count()} cores, {sys.version.split()[0]}")
+    print(
+        f"engram hook wall time, {args.runs} runs each, load {load:.1f}, "
+        f"{os.cpu_count()} cores, {sys.version.split()[0]}"
+    )
     print(row("python -c pass (baseline)", base, None))
     print(row("hook PostToolUse, gateway up", up, baseline))
     print(row("hook SessionStart (context)", session, baseline))

@@ -34,6 +34,7 @@ per engine. Run with a Python that has the optional packages installed:
 Optional packages: bm25s, PyStemmer, rank_bm25, snowballstemmer, numpy,
 psycopg[binary], psutil. Missing ones make their engines be skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,14 +60,21 @@ from pathlib import Path
 K1 = 1.2
 B = 0.75
 TOP_K = 10
-ADD_REPEATS = 20            # inserts timed per engine (median reported)
-REBUILD_ADD_BUDGET_S = 20   # engines that rebuild on add stop after this (min 3 inserts)
+ADD_REPEATS = 20  # inserts timed per engine (median reported)
+REBUILD_ADD_BUDGET_S = 20  # engines that rebuild on add stop after this (min 3 inserts)
 RANK_BM25_MAX_QUERY_S = 1.0  # skip rank_bm25 at a size where one query takes longer
 QUALITY_QUESTIONS = 50
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 PG_PREFIX = "kwbench_"
-ALL_ENGINES = ["fts5", "fts5-scope-match", "postings-sqlite", "postings-pg", "tsvector-pg",
-               "bm25s", "rank_bm25"]
+ALL_ENGINES = [
+    "fts5",
+    "fts5-scope-match",
+    "postings-sqlite",
+    "postings-pg",
+    "tsvector-pg",
+    "bm25s",
+    "rank_bm25",
+]
 PG_ENGINES = {"postings-pg", "tsvector-pg"}
 
 
@@ -77,6 +85,7 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------------------
 # Shared helpers: timing, tokenising, stemming
 # --------------------------------------------------------------------------------------
+
 
 def timed(fn, *args, **kwargs):
     """Run fn and return (result, elapsed seconds)."""
@@ -131,6 +140,7 @@ class SnowballAnalyzer:
 
     def __init__(self):
         import snowballstemmer
+
         self._stemmer = snowballstemmer.stemmer("english")
         self._cache: dict[str, str] = {}
 
@@ -156,6 +166,7 @@ class SnowballAnalyzer:
 def rss_mb() -> float:
     try:
         import psutil
+
         return psutil.Process().memory_info().rss / 2**20
     except ImportError:
         with open("/proc/self/statm") as f:
@@ -175,6 +186,7 @@ def dir_size_mb(path: Path) -> float:
 # disk_mb(), close(). docs are (doc_id:int, project:str, text:str).
 # --------------------------------------------------------------------------------------
 
+
 def fts5_or_query(terms) -> str:
     """OR of the terms, each quoted so user text can never be FTS5 syntax."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -182,6 +194,7 @@ def fts5_or_query(terms) -> str:
 
 class Fts5Engine:
     """SQLite FTS5, porter+unicode61, bm25() ranking, project as UNINDEXED column."""
+
     name = "fts5"
     rebuilds_on_add = False
     schema = "body, project UNINDEXED, tokenize='porter unicode61'"
@@ -207,25 +220,33 @@ class Fts5Engine:
     def build(self, docs):
         self._open()
         with self.db:
-            self.db.executemany("INSERT INTO obs(rowid, body, project) VALUES (?,?,?)",
-                                ((d, t, self._project_value(p)) for d, p, t in docs))
+            self.db.executemany(
+                "INSERT INTO obs(rowid, body, project) VALUES (?,?,?)",
+                ((d, t, self._project_value(p)) for d, p, t in docs),
+            )
 
     def add(self, doc):
         d, p, t = doc
         with self.db:
-            self.db.execute("INSERT INTO obs(rowid, body, project) VALUES (?,?,?)",
-                            (d, t, self._project_value(p)))
+            self.db.execute(
+                "INSERT INTO obs(rowid, body, project) VALUES (?,?,?)",
+                (d, t, self._project_value(p)),
+            )
 
     def search(self, terms, project=None, k=TOP_K):
         if not terms:
             return []
         match = fts5_or_query(terms)
         if project is None:
-            rows = self.db.execute(f"SELECT rowid FROM obs WHERE obs MATCH ? "
-                                   f"ORDER BY {self.rank} LIMIT ?", (match, k))
+            rows = self.db.execute(
+                f"SELECT rowid FROM obs WHERE obs MATCH ? ORDER BY {self.rank} LIMIT ?", (match, k)
+            )
         else:
-            rows = self.db.execute(f"SELECT rowid FROM obs WHERE obs MATCH ? AND project = ? "
-                                   f"ORDER BY {self.rank} LIMIT ?", (match, project, k))
+            rows = self.db.execute(
+                f"SELECT rowid FROM obs WHERE obs MATCH ? AND project = ? "
+                f"ORDER BY {self.rank} LIMIT ?",
+                (match, project, k),
+            )
         return [r[0] for r in rows]
 
     def disk_mb(self):
@@ -242,6 +263,7 @@ class Fts5ScopeInMatchEngine(Fts5Engine):
     """Variant (not in the brief): project stored as one indexed token and the scope put into
     MATCH ('project : tok AND (...)'), so FTS5 intersects posting lists instead of reading
     the UNINDEXED column of every matching row; bm25 gives the project column weight 0."""
+
     name = "fts5-scope-match"
     schema = "body, project, tokenize='porter unicode61'"
     rank = "bm25(obs, 1.0, 0.0)"
@@ -255,8 +277,9 @@ class Fts5ScopeInMatchEngine(Fts5Engine):
         match = fts5_or_query(terms)
         if project is not None:
             match = f'project : "{self._project_value(project)}" AND ({match})'
-        rows = self.db.execute(f"SELECT rowid FROM obs WHERE obs MATCH ? "
-                               f"ORDER BY {self.rank} LIMIT ?", (match, k))
+        rows = self.db.execute(
+            f"SELECT rowid FROM obs WHERE obs MATCH ? ORDER BY {self.rank} LIMIT ?", (match, k)
+        )
         return [r[0] for r in rows]
 
 
@@ -283,7 +306,7 @@ FROM (SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
 JOIN {prefix}postings p ON p.term = w.term
 JOIN {prefix}docs d ON d.doc_id = p.doc_id
 JOIN (SELECT CAST(total_len AS {f}) / n AS avgdl FROM {prefix}stats) st ON 1 = 1
-WHERE p.term {terms_sql} {f'AND d.project = {ph}' if scoped else ''}
+WHERE p.term {terms_sql} {f"AND d.project = {ph}" if scoped else ""}
 GROUP BY p.doc_id
 ORDER BY score DESC
 LIMIT {ph}"""
@@ -303,6 +326,7 @@ def postings_rows(analyzer, docs):
 
 class PostingsSqliteEngine:
     """BM25 in plain SQL tables on SQLite (file DB, WAL)."""
+
     name = "postings-sqlite"
     rebuilds_on_add = False
 
@@ -346,16 +370,17 @@ class PostingsSqliteEngine:
         length, counts = self.an.doc(t)
         with self.db:
             self.db.execute("INSERT INTO docs VALUES (?,?,?)", (d, p, length))
-            self.db.executemany("INSERT INTO postings VALUES (?,?,?)",
-                                [(term, d, tf) for term, tf in counts.items()])
+            self.db.executemany(
+                "INSERT INTO postings VALUES (?,?,?)",
+                [(term, d, tf) for term, tf in counts.items()],
+            )
             self.db.execute("UPDATE stats SET n = n + 1, total_len = total_len + ?", (length,))
 
     def search(self, terms, project=None, k=TOP_K):
         stems = self.an.query(terms)
         if not stems:
             return []
-        sql = postings_sql("", "?", "IN (" + ",".join("?" * len(stems)) + ")",
-                           project is not None)
+        sql = postings_sql("", "?", "IN (" + ",".join("?" * len(stems)) + ")", project is not None)
         params = [*stems, *stems, *([project] if project is not None else []), k]
         return [r[0] for r in self.db.execute(sql, params)]
 
@@ -375,6 +400,7 @@ class _PgBase:
 
     def __init__(self, workdir: Path, pg_dsn: str = DEFAULT_PG_DSN, **_):
         import psycopg
+
         self.conn = psycopg.connect(pg_dsn, autocommit=True)
         # JIT compilation adds tens of ms to these short queries once the planner's cost
         # estimate crosses jit_above_cost; OLTP deployments usually turn it off.
@@ -393,7 +419,8 @@ class _PgBase:
         total = 0
         for t in self.tables:
             total += self.conn.execute(
-                "SELECT pg_total_relation_size(%s)", (PG_PREFIX + t,)).fetchone()[0]
+                "SELECT pg_total_relation_size(%s)", (PG_PREFIX + t,)
+            ).fetchone()[0]
         return total / 2**20
 
     def close(self):
@@ -405,6 +432,7 @@ class _PgBase:
 
 class PostingsPgEngine(_PgBase):
     """The same docs/postings/stats BM25, on PostgreSQL."""
+
     name = "postings-pg"
     tables = ("docs", "postings", "stats")
 
@@ -430,11 +458,11 @@ class PostingsPgEngine(_PgBase):
             with cur.copy(f"COPY {PG_PREFIX}postings (term, doc_id, tf) FROM STDIN") as cp:
                 for row in post_rows:
                     cp.write_row(row)
-            cur.execute(f"INSERT INTO {PG_PREFIX}stats VALUES (1, %s, %s)",
-                        (len(doc_rows), total))
+            cur.execute(f"INSERT INTO {PG_PREFIX}stats VALUES (1, %s, %s)", (len(doc_rows), total))
         # Covering index: term lookups become index-only scans.
-        self.conn.execute(f"ALTER TABLE {PG_PREFIX}postings ADD PRIMARY KEY (term, doc_id) "
-                          f"INCLUDE (tf)")
+        self.conn.execute(
+            f"ALTER TABLE {PG_PREFIX}postings ADD PRIMARY KEY (term, doc_id) INCLUDE (tf)"
+        )
         self._vacuum()
 
     def add(self, doc):
@@ -442,10 +470,13 @@ class PostingsPgEngine(_PgBase):
         length, counts = self.an.doc(t)
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute(f"INSERT INTO {PG_PREFIX}docs VALUES (%s,%s,%s)", (d, p, length))
-            cur.executemany(f"INSERT INTO {PG_PREFIX}postings VALUES (%s,%s,%s)",
-                            [(term, d, tf) for term, tf in counts.items()])
-            cur.execute(f"UPDATE {PG_PREFIX}stats SET n = n + 1, "
-                        f"total_len = total_len + %s", (length,))
+            cur.executemany(
+                f"INSERT INTO {PG_PREFIX}postings VALUES (%s,%s,%s)",
+                [(term, d, tf) for term, tf in counts.items()],
+            )
+            cur.execute(
+                f"UPDATE {PG_PREFIX}stats SET n = n + 1, total_len = total_len + %s", (length,)
+            )
 
     def search(self, terms, project=None, k=TOP_K):
         stems = self.an.query(terms)
@@ -458,6 +489,7 @@ class PostingsPgEngine(_PgBase):
 
 class TsvectorPgEngine(_PgBase):
     """PostgreSQL full-text search: GIN on a stored tsvector, ts_rank_cd (not BM25)."""
+
     name = "tsvector-pg"
     tables = ("ts",)
 
@@ -476,22 +508,26 @@ class TsvectorPgEngine(_PgBase):
 
     def add(self, doc):
         d, p, t = doc
-        self.conn.execute(f"INSERT INTO {PG_PREFIX}ts (doc_id, project, body) "
-                          f"VALUES (%s,%s,%s)", (d, p, t))
+        self.conn.execute(
+            f"INSERT INTO {PG_PREFIX}ts (doc_id, project, body) VALUES (%s,%s,%s)", (d, p, t)
+        )
 
     def search(self, terms, project=None, k=TOP_K):
         if not terms:
             return []
         q = " or ".join(terms)  # websearch syntax never raises on user input
         scope = "AND project = %s" if project is not None else ""
-        sql = (f"SELECT doc_id FROM {PG_PREFIX}ts, websearch_to_tsquery('english', %s) q "
-               f"WHERE tsv @@ q {scope} ORDER BY ts_rank_cd(tsv, q) DESC LIMIT %s")
+        sql = (
+            f"SELECT doc_id FROM {PG_PREFIX}ts, websearch_to_tsquery('english', %s) q "
+            f"WHERE tsv @@ q {scope} ORDER BY ts_rank_cd(tsv, q) DESC LIMIT %s"
+        )
         params = [q, *([project] if project is not None else []), k]
         return [r[0] for r in self.conn.execute(sql, params)]
 
 
 class _InMemoryBase:
     """In-memory engines: doc ids kept in a list, full rebuild on every add."""
+
     rebuilds_on_add = True
 
     def __init__(self, workdir: Path, **_):
@@ -518,6 +554,7 @@ class _InMemoryBase:
 
     def _project_positions(self):
         import numpy as np
+
         pos: dict[str, list[int]] = {}
         for i, p in enumerate(self.projects):
             pos.setdefault(p, []).append(i)
@@ -532,24 +569,29 @@ class _InMemoryBase:
 
 class Bm25sEngine(_InMemoryBase):
     """bm25s ('lucene' BM25, same idf as the postings engine), PyStemmer english stemmer."""
+
     name = "bm25s"
 
     def __init__(self, workdir: Path, **kw):
         super().__init__(workdir, **kw)
         import bm25s
+
         self.bm25s = bm25s
         try:
             import Stemmer
+
             self.stem = Stemmer.Stemmer("english").stemWords
         except ImportError:
             self.stem = None
 
     def _tokenize(self, texts):
-        return self.bm25s.tokenize(texts, stopwords="en", stemmer=self.stem,
-                                   return_ids=False, show_progress=False)
+        return self.bm25s.tokenize(
+            texts, stopwords="en", stemmer=self.stem, return_ids=False, show_progress=False
+        )
 
     def _index(self):
         import numpy as np
+
         self.retriever = self.bm25s.BM25(k1=K1, b=B)
         self.retriever.index(self.tokens, show_progress=False)
         self.masks = {}
@@ -572,11 +614,13 @@ class Bm25sEngine(_InMemoryBase):
 
 class RankBm25Engine(_InMemoryBase):
     """rank_bm25.BM25Okapi over snowball-stemmed tokens (its idf: log((N-df+.5)/(df+.5)))."""
+
     name = "rank_bm25"
 
     def __init__(self, workdir: Path, **kw):
         super().__init__(workdir, **kw)
         from rank_bm25 import BM25Okapi
+
         self.cls = BM25Okapi
         self.an = SnowballAnalyzer()
 
@@ -589,6 +633,7 @@ class RankBm25Engine(_InMemoryBase):
 
     def search(self, terms, project=None, k=TOP_K):
         import numpy as np
+
         q = self.an.query(terms)
         if not q:
             return []
@@ -623,56 +668,146 @@ ENGINE_CLASSES = {
 # Corpus and queries (built once by the parent, read by the workers)
 # --------------------------------------------------------------------------------------
 
-PROJECTS = ["engram", "shipctl", "billing-api", "web-dashboard", "ml-pipeline", "auth-service",
-            "mobile-app", "data-warehouse", "infra-terraform", "search-indexer", "docs-site",
-            "payments-gateway", "notification-worker", "cli-tools", "analytics-etl",
-            "chat-backend", "image-resizer", "recommendation-svc", "legacy-monolith",
-            "k8s-operator"]
+PROJECTS = [
+    "engram",
+    "shipctl",
+    "billing-api",
+    "web-dashboard",
+    "ml-pipeline",
+    "auth-service",
+    "mobile-app",
+    "data-warehouse",
+    "infra-terraform",
+    "search-indexer",
+    "docs-site",
+    "payments-gateway",
+    "notification-worker",
+    "cli-tools",
+    "analytics-etl",
+    "chat-backend",
+    "image-resizer",
+    "recommendation-svc",
+    "legacy-monolith",
+    "k8s-operator",
+]
 PROJECT_WEIGHTS = [1 / (r + 1) for r in range(len(PROJECTS))]  # Zipf-like sizes
 
 CODE_QUERIES = [
-    "fix failing login test", "ImportError numpy", "ModuleNotFoundError no module named requests",
-    "docker build fails on arm64", "flaky integration test timeout", "database migration rollback",
-    "KeyError user_id in session middleware", "pytest fixture scope error",
-    "TypeScript type error in component props", "connection refused postgres port 5432",
-    "retry with exponential backoff", "why did we pin sqlalchemy version",
-    "memory leak in worker process", "CI pipeline cache invalidation", "rate limit 429 from api",
-    "null pointer exception in payment handler", "how to run the linter",
-    "segfault after upgrading dependencies", "redis cache eviction policy",
-    "webpack bundle size too large", "git rebase conflict in config", "add index to orders table",
-    "UnicodeDecodeError reading csv", "jwt token expired refresh",
+    "fix failing login test",
+    "ImportError numpy",
+    "ModuleNotFoundError no module named requests",
+    "docker build fails on arm64",
+    "flaky integration test timeout",
+    "database migration rollback",
+    "KeyError user_id in session middleware",
+    "pytest fixture scope error",
+    "TypeScript type error in component props",
+    "connection refused postgres port 5432",
+    "retry with exponential backoff",
+    "why did we pin sqlalchemy version",
+    "memory leak in worker process",
+    "CI pipeline cache invalidation",
+    "rate limit 429 from api",
+    "null pointer exception in payment handler",
+    "how to run the linter",
+    "segfault after upgrading dependencies",
+    "redis cache eviction policy",
+    "webpack bundle size too large",
+    "git rebase conflict in config",
+    "add index to orders table",
+    "UnicodeDecodeError reading csv",
+    "jwt token expired refresh",
     "kubernetes pod crashloopbackoff",
-    "helm chart values override", "slow query on users table", "environment variable not set",
-    "async await deadlock", "permission denied writing log file", "upgrade python to 3.12",
-    "AttributeError NoneType object has no attribute", "cors error from frontend",
-    "terraform state lock", "decision to use fastapi instead of flask",
+    "helm chart values override",
+    "slow query on users table",
+    "environment variable not set",
+    "async await deadlock",
+    "permission denied writing log file",
+    "upgrade python to 3.12",
+    "AttributeError NoneType object has no attribute",
+    "cors error from frontend",
+    "terraform state lock",
+    "decision to use fastapi instead of flask",
 ]
 
-_PKGS = ["numpy", "pandas", "requests", "fastapi", "flask", "django", "sqlalchemy", "pydantic",
-         "pytest", "redis", "celery", "boto3", "httpx", "uvicorn", "alembic", "psycopg", "torch",
-         "react", "webpack", "typescript", "express", "prisma", "jest", "eslint", "tokio", "serde"]
-_MODS = ["auth", "login", "session", "cache", "db", "api", "models", "utils", "config",
-         "migrations", "billing", "search", "orders", "users", "payments", "worker", "scheduler",
-         "router", "middleware", "handlers", "client", "storage", "metrics", "retry", "parser"]
-_ERRS = ["ImportError: cannot import name '{sym}' from '{pkg}'",
-         "ModuleNotFoundError: No module named '{pkg}'",
-         "KeyError: '{sym}'", "TypeError: {sym}() missing 1 required positional argument: 'ctx'",
-         "AttributeError: 'NoneType' object has no attribute '{sym}'",
-         "AssertionError: expected {n} got {m}", "TimeoutError: operation timed out after {n}s",
-         "ConnectionRefusedError: [Errno 111] Connection refused 127.0.0.1:{port}",
-         "sqlalchemy.exc.IntegrityError: duplicate key value violates unique constraint "
-         "\"{mod}_pkey\"", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x{n}",
-         "PermissionError: [Errno 13] Permission denied: '/var/log/{mod}.log'",
-         "error TS2345: Argument of type 'string' is not assignable to parameter of type 'number'",
-         "panic: runtime error: index out of range [{n}] with length {m}"]
+_PKGS = [
+    "numpy",
+    "pandas",
+    "requests",
+    "fastapi",
+    "flask",
+    "django",
+    "sqlalchemy",
+    "pydantic",
+    "pytest",
+    "redis",
+    "celery",
+    "boto3",
+    "httpx",
+    "uvicorn",
+    "alembic",
+    "psycopg",
+    "torch",
+    "react",
+    "webpack",
+    "typescript",
+    "express",
+    "prisma",
+    "jest",
+    "eslint",
+    "tokio",
+    "serde",
+]
+_MODS = [
+    "auth",
+    "login",
+    "session",
+    "cache",
+    "db",
+    "api",
+    "models",
+    "utils",
+    "config",
+    "migrations",
+    "billing",
+    "search",
+    "orders",
+    "users",
+    "payments",
+    "worker",
+    "scheduler",
+    "router",
+    "middleware",
+    "handlers",
+    "client",
+    "storage",
+    "metrics",
+    "retry",
+    "parser",
+]
+_ERRS = [
+    "ImportError: cannot import name '{sym}' from '{pkg}'",
+    "ModuleNotFoundError: No module named '{pkg}'",
+    "KeyError: '{sym}'",
+    "TypeError: {sym}() missing 1 required positional argument: 'ctx'",
+    "AttributeError: 'NoneType' object has no attribute '{sym}'",
+    "AssertionError: expected {n} got {m}",
+    "TimeoutError: operation timed out after {n}s",
+    "ConnectionRefusedError: [Errno 111] Connection refused 127.0.0.1:{port}",
+    'sqlalchemy.exc.IntegrityError: duplicate key value violates unique constraint "{mod}_pkey"',
+    "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x{n}",
+    "PermissionError: [Errno 13] Permission denied: '/var/log/{mod}.log'",
+    "error TS2345: Argument of type 'string' is not assignable to parameter of type 'number'",
+    "panic: runtime error: index out of range [{n}] with length {m}",
+]
 _TEMPLATES = [
     "[tool] ran `pytest tests/test_{mod}.py -k {sym}` -> {n} failed, {m} passed\n{err}\n"
-    "  File \"src/{proj}/{mod}.py\", line {line}, in {sym}",
+    '  File "src/{proj}/{mod}.py", line {line}, in {sym}',
     "[assistant] fixed {err_short} in src/{proj}/{mod}.py:{line}; root cause was {cause}. "
     "Added regression test test_{sym} in tests/test_{mod}.py.",
     "[tool] $ pip install {pkg}=={ver}\n{err}",
     "[assistant] decided to use {pkg} for {mod} because {reason}; rejected {pkg2} ({reason2}).",
-    "[tool] $ git commit -m \"{verb} {mod}: {cause}\"\n[main {sha}] {n} files changed, "
+    '[tool] $ git commit -m "{verb} {mod}: {cause}"\n[main {sha}] {n} files changed, '
     "{m} insertions(+)",
     "[user] the {mod} endpoint returns 500 in staging, logs say: {err}",
     "[tool] $ docker compose up {mod}\n{mod}-1 exited with code 1\n{err}",
@@ -682,26 +817,66 @@ _TEMPLATES = [
     "[assistant] {mod} is slow: EXPLAIN shows seq scan on {mod2}; added index on "
     "{mod2}({sym}_id), p95 went from {m}ms to {n}ms.",
 ]
-_CAUSES = ["a missing await", "an off-by-one in pagination", "stale cache entries",
-           "a race between two workers", "wrong env var precedence", "a timezone-naive datetime",
-           "an unpinned transitive dependency", "a circular import", "missing null check",
-           "the retry loop swallowing exceptions"]
-_REASONS = ["it is async-native", "it has fewer dependencies", "the team already knows it",
-            "it supports streaming", "licence is permissive", "it is faster in our benchmark"]
+_CAUSES = [
+    "a missing await",
+    "an off-by-one in pagination",
+    "stale cache entries",
+    "a race between two workers",
+    "wrong env var precedence",
+    "a timezone-naive datetime",
+    "an unpinned transitive dependency",
+    "a circular import",
+    "missing null check",
+    "the retry loop swallowing exceptions",
+]
+_REASONS = [
+    "it is async-native",
+    "it has fewer dependencies",
+    "the team already knows it",
+    "it supports streaming",
+    "licence is permissive",
+    "it is faster in our benchmark",
+]
 
 
 def synth_observation(rng: random.Random, proj: str) -> str:
     pkg, pkg2 = rng.sample(_PKGS, 2)
     mod, mod2 = rng.sample(_MODS, 2)
-    sym = rng.choice(["get_user", "parse_config", "refresh_token", "load_orders", "compute_total",
-                      "handle_webhook", "render_page", "connect_db", "retry_with_backoff",
-                      "validate_input", "send_email", "resize_image"])
-    f = dict(pkg=pkg, pkg2=pkg2, mod=mod, mod2=mod2, sym=sym, proj=proj.replace("-", "_"),
-             n=rng.randint(1, 99), m=rng.randint(100, 999), port=rng.choice([5432, 6379, 8080]),
-             line=rng.randint(10, 900), ver=f"{rng.randint(0, 3)}.{rng.randint(0, 20)}.0",
-             cause=rng.choice(_CAUSES), reason=rng.choice(_REASONS),
-             reason2=rng.choice(_REASONS), verb=rng.choice(["fix", "feat", "refactor", "chore"]),
-             sha=f"{rng.getrandbits(28):07x}", Comp=mod.capitalize() + "View")
+    sym = rng.choice(
+        [
+            "get_user",
+            "parse_config",
+            "refresh_token",
+            "load_orders",
+            "compute_total",
+            "handle_webhook",
+            "render_page",
+            "connect_db",
+            "retry_with_backoff",
+            "validate_input",
+            "send_email",
+            "resize_image",
+        ]
+    )
+    f = dict(
+        pkg=pkg,
+        pkg2=pkg2,
+        mod=mod,
+        mod2=mod2,
+        sym=sym,
+        proj=proj.replace("-", "_"),
+        n=rng.randint(1, 99),
+        m=rng.randint(100, 999),
+        port=rng.choice([5432, 6379, 8080]),
+        line=rng.randint(10, 900),
+        ver=f"{rng.randint(0, 3)}.{rng.randint(0, 20)}.0",
+        cause=rng.choice(_CAUSES),
+        reason=rng.choice(_REASONS),
+        reason2=rng.choice(_REASONS),
+        verb=rng.choice(["fix", "feat", "refactor", "chore"]),
+        sha=f"{rng.getrandbits(28):07x}",
+        Comp=mod.capitalize() + "View",
+    )
     f["err"] = rng.choice(_ERRS).format(**f)
     f["err_short"] = f["err"].split(":")[0]
     return rng.choice(_TEMPLATES).format(**f)
@@ -758,8 +933,7 @@ def prepare_data(data_dir: Path, n_docs: int, n_queries: int, out: Path, seed: i
     rng = random.Random(seed + 1)  # queries (and the quality sample) do not depend on the sizes
     lme_qs = rng.sample([q["question"] for q in lme], n_queries - n_code)
     texts = lme_qs + rng.sample(code_pool, n_code)
-    queries = [{"text": t, "terms": query_terms(t), "project": rng.choice(PROJECTS)}
-               for t in texts]
+    queries = [{"text": t, "terms": query_terms(t), "project": rng.choice(PROJECTS)} for t in texts]
     (out / "queries.json").write_text(json.dumps(queries))
 
     # Quality: per-question haystack, sessions as documents (user turns only).
@@ -767,21 +941,28 @@ def prepare_data(data_dir: Path, n_docs: int, n_queries: int, out: Path, seed: i
     sample = random.Random(seed + 2).sample(eligible, QUALITY_QUESTIONS)
     quality = []
     for q in sample:
-        sessions = [" ".join(t["content"] for t in s if t["role"] == "user")
-                    for s in q["haystack_sessions"]]
-        gold = [i for i, sid in enumerate(q["haystack_session_ids"])
-                if sid in set(q["answer_session_ids"])]
+        sessions = [
+            " ".join(t["content"] for t in s if t["role"] == "user") for s in q["haystack_sessions"]
+        ]
+        gold = [
+            i
+            for i, sid in enumerate(q["haystack_session_ids"])
+            if sid in set(q["answer_session_ids"])
+        ]
         quality.append({"terms": query_terms(q["question"]), "sessions": sessions, "gold": gold})
     (out / "quality.json").write_text(json.dumps(quality))
     del lme
-    log(f"corpus: {len(docs)} docs ({n_synth} synthesised, {len(cal)} coding-agent-life, "
+    log(
+        f"corpus: {len(docs)} docs ({n_synth} synthesised, {len(cal)} coding-agent-life, "
         f"rest LongMemEval-S turns clipped to 1500 chars), {len(queries)} queries "
-        f"({n_code} code-ish), {len(quality)} quality questions")
+        f"({n_code} code-ish), {len(quality)} quality questions"
+    )
 
 
 # --------------------------------------------------------------------------------------
 # Worker: one engine, one size, in its own process
 # --------------------------------------------------------------------------------------
+
 
 def load_corpus(path: Path, n: int):
     docs, extra = [], []
@@ -813,8 +994,10 @@ def measure_engine(engine_name: str, size: int, data: Path, pg_dsn: str) -> dict
 
         warm = [timed(eng.search, q["terms"])[1] for q in queries[:5]]  # caches, plans
         if engine_name == "rank_bm25" and statistics.median(warm) > RANK_BM25_MAX_QUERY_S:
-            res["skipped"] = (f"skipped: a query takes {statistics.median(warm):.2f} s "
-                              f"(median of 5) > {RANK_BM25_MAX_QUERY_S} s")
+            res["skipped"] = (
+                f"skipped: a query takes {statistics.median(warm):.2f} s "
+                f"(median of 5) > {RANK_BM25_MAX_QUERY_S} s"
+            )
             log(f"{tag} {res['skipped']}")
             return res
 
@@ -828,8 +1011,10 @@ def measure_engine(engine_name: str, size: int, data: Path, pg_dsn: str) -> dict
             res[f"{mode}_p50_ms"] = percentile(lat, 50)
             res[f"{mode}_p95_ms"] = percentile(lat, 95)
             res[f"{mode}_top"] = tops
-            log(f"{tag} {mode}: p50 {res[f'{mode}_p50_ms']:.2f} ms, "
-                f"p95 {res[f'{mode}_p95_ms']:.2f} ms")
+            log(
+                f"{tag} {mode}: p50 {res[f'{mode}_p50_ms']:.2f} ms, "
+                f"p95 {res[f'{mode}_p95_ms']:.2f} ms"
+            )
 
         add_times, t_start = [], time.perf_counter()
         for i, (d, p, text) in enumerate(extra):
@@ -839,8 +1024,11 @@ def measure_engine(engine_name: str, size: int, data: Path, pg_dsn: str) -> dict
             add_times.append(t * 1000)
             if d not in eng.search([marker]):
                 raise RuntimeError(f"{engine_name}: added doc {d} not searchable")
-            if (eng.rebuilds_on_add and len(add_times) >= 3
-                    and time.perf_counter() - t_start > REBUILD_ADD_BUDGET_S):
+            if (
+                eng.rebuilds_on_add
+                and len(add_times) >= 3
+                and time.perf_counter() - t_start > REBUILD_ADD_BUDGET_S
+            ):
                 break
         res["add_ms"] = statistics.median(add_times)
         res["add_n"] = len(add_times)
@@ -866,8 +1054,7 @@ def measure_quality(engine_name: str, data: Path, pg_dsn: str) -> dict:
         eng.close()
         shutil.rmtree(data / f"wdq-{engine_name}", ignore_errors=True)
     n = len(quality)
-    return {"engine": engine_name, "recall_any@5": hit_any / n, "recall_all@5": hit_all / n,
-            "n": n}
+    return {"engine": engine_name, "recall_any@5": hit_any / n, "recall_all@5": hit_all / n, "n": n}
 
 
 def worker_main(args) -> None:
@@ -906,6 +1093,7 @@ def available_engines(requested, pg_dsn):
         if name in PG_ENGINES:
             try:
                 import psycopg
+
                 psycopg.connect(pg_dsn, connect_timeout=3).close()
             except Exception as e:  # noqa: BLE001 - any failure means "not reachable"
                 notes.append(f"{name}: skipped, PostgreSQL not reachable ({type(e).__name__})")
@@ -924,8 +1112,18 @@ def _importable(mod: str) -> bool:
 
 def run_worker(engine: str, work: Path, pg_dsn: str, size: int | None = None) -> dict:
     result = work / f"result-{engine}-{size or 'quality'}.json"
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--work", str(work),
-           "--result", str(result), "--pg-dsn", pg_dsn]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        engine,
+        "--work",
+        str(work),
+        "--result",
+        str(result),
+        "--pg-dsn",
+        pg_dsn,
+    ]
     cmd += ["--size", str(size)] if size else ["--quality"]
     proc = subprocess.run(cmd)
     if proc.returncode != 0 or not result.exists():
@@ -946,11 +1144,15 @@ def fmt(v, spec=".1f"):
 def print_tables(results, quality, notes, n_queries):
     ref_name = "postings-sqlite"
     log("\n=== Keyword engine benchmark ===")
-    log(f"queries per run: {n_queries} (OR of terms, top {TOP_K}); scoped = same queries "
-        f"filtered to one of {len(PROJECTS)} projects; times in ms unless marked")
-    hdr = (f"{'size':>7} {'engine':<16} {'build s':>8} {'add ms':>9} {'(n)':>4} "
-           f"{'p50':>7} {'p95':>7} {'sc p50':>7} {'sc p95':>7} {'RSSΔ MB':>8} "
-           f"{'disk MB':>8} {'ovl@10':>6}")
+    log(
+        f"queries per run: {n_queries} (OR of terms, top {TOP_K}); scoped = same queries "
+        f"filtered to one of {len(PROJECTS)} projects; times in ms unless marked"
+    )
+    hdr = (
+        f"{'size':>7} {'engine':<16} {'build s':>8} {'add ms':>9} {'(n)':>4} "
+        f"{'p50':>7} {'p95':>7} {'sc p50':>7} {'sc p95':>7} {'RSSΔ MB':>8} "
+        f"{'disk MB':>8} {'ovl@10':>6}"
+    )
     log(hdr)
     log("-" * len(hdr))
     for size in sorted({r["size"] for r in results}):
@@ -959,27 +1161,33 @@ def print_tables(results, quality, notes, n_queries):
         for r in rows:
             if "error" in r or "skipped" in r:
                 why = r.get("error") or r.get("skipped")
-                extra = (f" (built in {r['build_s']:.1f} s)" if "build_s" in r else "")
+                extra = f" (built in {r['build_s']:.1f} s)" if "build_s" in r else ""
                 log(f"{size:>7} {r['engine']:<16} {why}{extra}")
                 continue
             ovl = overlap(r["unscoped_top"], ref["unscoped_top"]) if ref else None
             pg = r["engine"] in PG_ENGINES
-            log(f"{size:>7} {r['engine']:<16} {fmt(r['build_s'])[:8]:>8} "
+            log(
+                f"{size:>7} {r['engine']:<16} {fmt(r['build_s'])[:8]:>8} "
                 f"{fmt(r['add_ms'], '.2f'):>9} {r['add_n']:>4} "
                 f"{fmt(r['unscoped_p50_ms'], '.2f'):>7} {fmt(r['unscoped_p95_ms'], '.2f'):>7} "
                 f"{fmt(r['scoped_p50_ms'], '.2f'):>7} {fmt(r['scoped_p95_ms'], '.2f'):>7} "
                 f"{'server' if pg else fmt(r['rss_delta_mb']):>8} {fmt(r['disk_mb']):>8} "
-                f"{fmt(ovl, '.2f'):>6}")
-    log("\ncolumns: add ms = median time to insert one doc and commit (rebuild engines: full "
+                f"{fmt(ovl, '.2f'):>6}"
+            )
+    log(
+        "\ncolumns: add ms = median time to insert one doc and commit (rebuild engines: full "
         "rebuild), (n) inserts timed, each then verified searchable; RSSΔ = client RSS growth "
         "from building the index (PG engines keep it in the server); disk = DB files or PG "
         "relation sizes incl. indexes; ovl@10 = mean top-10 overlap with postings-sqlite "
-        "(unscoped), a sanity figure, not a quality metric.")
+        "(unscoped), a sanity figure, not a quality metric."
+    )
     if quality:
-        log(f"\nQuality sanity check (cheap, NOT the official protocol): LongMemEval-S, "
+        log(
+            f"\nQuality sanity check (cheap, NOT the official protocol): LongMemEval-S, "
             f"{quality[0].get('n', '?')} random non-abstention questions, each question's own "
             f"haystack indexed alone, sessions as documents (user turns only), "
-            f"session-level recall_any@5 / recall_all@5:")
+            f"session-level recall_any@5 / recall_all@5:"
+        )
         for q in quality:
             if "error" in q:
                 log(f"  {q['engine']:<16} {q['error']}")
@@ -994,8 +1202,11 @@ def main():
     ap.add_argument("--sizes", default="10000,50000,100000")
     ap.add_argument("--queries", type=int, default=200)
     here = Path(__file__).resolve()
-    ap.add_argument("--data-dir", default=str(here.parents[3] / "shared" / "data"),
-                    help="folder with longmemeval/ and coding-agent-life-v1/")
+    ap.add_argument(
+        "--data-dir",
+        default=str(here.parents[3] / "shared" / "data"),
+        help="folder with longmemeval/ and coding-agent-life-v1/",
+    )
     ap.add_argument("--engines", default=",".join(ALL_ENGINES))
     ap.add_argument("--pg-dsn", default=os.environ.get("KWBENCH_PG_DSN", DEFAULT_PG_DSN))
     ap.add_argument("--no-quality", action="store_true")
@@ -1013,9 +1224,11 @@ def main():
     t_start = time.perf_counter()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     engines, notes = available_engines(args.engines.split(","), args.pg_dsn)
-    log(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
+    log(
+        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
         f"nproc {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, "
-        f"engines: {', '.join(engines)}")
+        f"engines: {', '.join(engines)}"
+    )
     work = Path(tempfile.mkdtemp(prefix="kwbench-"))
     results, quality = [], []
     try:
@@ -1026,8 +1239,13 @@ def main():
                 if engine == "rank_bm25" and rank_prev:
                     est = rank_prev[1] * size / rank_prev[0] / 1000
                     if est > RANK_BM25_MAX_QUERY_S:
-                        results.append({"engine": engine, "size": size, "skipped":
-                                        f"skipped: estimated {est:.2f} s per query"})
+                        results.append(
+                            {
+                                "engine": engine,
+                                "size": size,
+                                "skipped": f"skipped: estimated {est:.2f} s per query",
+                            }
+                        )
                         continue
                 log(f"[size {size}] {engine} ... ({time.perf_counter() - t_start:.0f} s elapsed)")
                 r = run_worker(engine, work, args.pg_dsn, size)
@@ -1044,8 +1262,10 @@ def main():
     if args.json_out:
         slim = [{k: v for k, v in r.items() if not k.endswith("_top")} for r in results]
         Path(args.json_out).write_text(json.dumps({"results": slim, "quality": quality}, indent=1))
-    log(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s; load average (1/5/15 min) "
-        f"at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    log(
+        f"\ntotal wall time {time.perf_counter() - t_start:.0f} s; load average (1/5/15 min) "
+        f"at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

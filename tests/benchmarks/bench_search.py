@@ -40,6 +40,7 @@ Query embeddings are never cached: the cache is off while measuring.
   .venv/bin/python tests/benchmarks/bench_search.py --sizes 10000,50000 --queries 300
   .venv/bin/python tests/benchmarks/bench_search.py --store postgresql --sizes 10000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,7 +76,8 @@ from engram.vectors import TARGET as VECTOR_TARGET
 from engram.vectors import VectorIndex, Vectors
 
 DEFAULT_POSTGRES_URL = os.environ.get(
-    "ENGRAM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres:postgres@127.0.0.1:5432/postgres")
+    "ENGRAM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres:postgres@127.0.0.1:5432/postgres"
+)
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "engram" / "bench-search"
 PROGRESS_SECONDS = 10.0
 LIMIT = 10
@@ -84,13 +86,23 @@ DEPTH = max(LIMIT * search.CANDIDATE_FACTOR, search.MIN_DEPTH)
 GRAPH_BATCH = 500
 FACTORY_SEED, FACTORY_PREFIX = 42, "bs"
 QUERY_SEED, WARMUP_SEED = 1234, 999
-BLOCKS = ("hybrid", "hybrid-novec", "keyword", "bm25", "graph", "vec-embed", "vec-chroma",
-          "vec-pool", "pool-noop")
+BLOCKS = (
+    "hybrid",
+    "hybrid-novec",
+    "keyword",
+    "bm25",
+    "graph",
+    "vec-embed",
+    "vec-chroma",
+    "vec-pool",
+    "pool-noop",
+)
 
 
 # --------------------------------------------------------------------------------------------
 # Memory and load
 # --------------------------------------------------------------------------------------------
+
 
 def rss_mb() -> tuple[float, float]:
     """(current VmRSS, peak ru_maxrss) of this process in MB."""
@@ -116,6 +128,7 @@ def load_avg() -> str:
 # --------------------------------------------------------------------------------------------
 # The embedder: local MiniLM behind the on-disk cache
 # --------------------------------------------------------------------------------------------
+
 
 class _Counting:
     """The inner embedder as embed_cached sees it; counts the texts it really embeds."""
@@ -168,11 +181,13 @@ class CachedEmbedder:
 # Building the corpus
 # --------------------------------------------------------------------------------------------
 
+
 def stored_event(body: dict[str, Any], settings: Settings) -> tuple[Event, Any]:
     """What the worker stores for one observe body: the gateway's validated event, through the
     inbox payload (JSON), scrubbed again and compressed (tasks/capture.py observe)."""
-    accepted = validate_event(body, max_field_chars=settings.max_field_chars,
-                              received_at=time.time())
+    accepted = validate_event(
+        body, max_field_chars=settings.max_field_chars, received_at=time.time()
+    )
     event = Event.from_payload(loads(dumps(accepted.to_payload())))
     payload: dict[str, Any] = scrub(event.to_payload())  # type: ignore[assignment]
     return event, compress(payload)
@@ -203,13 +218,16 @@ def insert(store: Store, settings: Settings, factory: Any, count: int, batch: in
         if now - last >= PROGRESS_SECONDS or done == count:
             last = now
             rate = done / max(watch.elapsed(), 1e-9)
-            log(f"  [insert] {done}/{count} observations ({watch.elapsed():.0f}s, "
-                f"{rate:.0f}/s, ETA {(count - done) / rate:.0f}s)")
+            log(
+                f"  [insert] {done}/{count} observations ({watch.elapsed():.0f}s, "
+                f"{rate:.0f}/s, ETA {(count - done) / rate:.0f}s)"
+            )
     return watch.elapsed()
 
 
-def drain_vectors(store: Store, index: VectorIndex, embedder: CachedEmbedder,
-                  batch: int) -> tuple[float, int]:
+def drain_vectors(
+    store: Store, index: VectorIndex, embedder: CachedEmbedder, batch: int
+) -> tuple[float, int]:
     """The embed task's loop (engram/drains.py drain_vectors): claim a batch in one transaction,
     VectorIndex.apply outside it, mark done; until the queue is empty."""
     with store.read() as conn:
@@ -235,12 +253,16 @@ def drain_vectors(store: Store, index: VectorIndex, embedder: CachedEmbedder,
             elapsed = watch.elapsed()
             embedded = embedder.embedded - embedded0
             cached = embedder.requested - requested0 - embedded
-            log(f"  [vector] {done}/{total} documents ({elapsed:.0f}s, now {recent:.1f} docs/s; "
+            log(
+                f"  [vector] {done}/{total} documents ({elapsed:.0f}s, now {recent:.1f} docs/s; "
                 f"{embedded} embedded, {embedded / elapsed:.1f}/s; {cached} from cache; "
-                f"ETA {(total - done) / max(recent, 1e-9):.0f}s; load {load_avg()})")
+                f"ETA {(total - done) / max(recent, 1e-9):.0f}s; load {load_avg()})"
+            )
     embedded = embedder.embedded - embedded0
-    log(f"  [vector] {done} documents in {watch.elapsed():.1f}s ({embedded} embedded, "
-        f"{embedder.requested - requested0 - embedded} from cache)")
+    log(
+        f"  [vector] {done} documents in {watch.elapsed():.1f}s ({embedded} embedded, "
+        f"{embedder.requested - requested0 - embedded} from cache)"
+    )
     return watch.elapsed(), done
 
 
@@ -259,8 +281,10 @@ def drain_graph_progress(store: Store) -> tuple[float, int]:
         if now - last >= PROGRESS_SECONDS:
             last = now
             rate = done / watch.elapsed()
-            log(f"  [graph] {done}/{total} documents ({watch.elapsed():.0f}s, {rate:.0f}/s, "
-                f"ETA {max(total - done, 0) / rate:.0f}s)")
+            log(
+                f"  [graph] {done}/{total} documents ({watch.elapsed():.0f}s, {rate:.0f}/s, "
+                f"ETA {max(total - done, 0) / rate:.0f}s)"
+            )
     log(f"  [graph] {done} documents in {watch.elapsed():.1f}s")
     return watch.elapsed(), done
 
@@ -268,6 +292,7 @@ def drain_graph_progress(store: Store) -> tuple[float, int]:
 # --------------------------------------------------------------------------------------------
 # Measuring
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Block:
@@ -299,17 +324,22 @@ def make_queries(n: int, seed: int) -> list[Query]:
     return [pick_query(rng) for _ in range(n)]
 
 
-def runners(store: Store, vectors: Vectors, index: VectorIndex,
-            weights: dict[str, float]) -> dict[str, Callable[[str, Scope], int]]:
+def runners(
+    store: Store, vectors: Vectors, index: VectorIndex, weights: dict[str, float]
+) -> dict[str, Callable[[str, Scope], int]]:
     """One callable per block: runs one query, returns its hit count (timed by the caller)."""
 
     def hybrid(q: str, scope: Scope) -> int:
-        return len(search.search(store, q, scope, LIMIT, "hybrid", vectors=vectors,
-                                 weights=weights)["items"])
+        return len(
+            search.search(store, q, scope, LIMIT, "hybrid", vectors=vectors, weights=weights)[
+                "items"
+            ]
+        )
 
     def hybrid_novec(q: str, scope: Scope) -> int:
-        return len(search.search(store, q, scope, LIMIT, "hybrid", vectors=None,
-                                 weights=weights)["items"])
+        return len(
+            search.search(store, q, scope, LIMIT, "hybrid", vectors=None, weights=weights)["items"]
+        )
 
     def keyword(q: str, scope: Scope) -> int:
         return len(search.search(store, q, scope, LIMIT, "keyword", weights=weights)["items"])
@@ -320,13 +350,24 @@ def runners(store: Store, vectors: Vectors, index: VectorIndex,
     def pool_noop(q: str, scope: Scope) -> int:
         return search._pool.submit(len, q).result() * 0
 
-    return {"hybrid": hybrid, "hybrid-novec": hybrid_novec, "keyword": keyword,
-            "vec-pool": vec_pool, "pool-noop": pool_noop}
+    return {
+        "hybrid": hybrid,
+        "hybrid-novec": hybrid_novec,
+        "keyword": keyword,
+        "vec-pool": vec_pool,
+        "pool-noop": pool_noop,
+    }
 
 
-def run_block(name: str, queries: list[Query], warmup: list[Query], store: Store,
-              index: VectorIndex, run: dict[str, Callable[[str, Scope], int]],
-              blocks: dict[str, Block]) -> None:
+def run_block(
+    name: str,
+    queries: list[Query],
+    warmup: list[Query],
+    store: Store,
+    index: VectorIndex,
+    run: dict[str, Callable[[str, Scope], int]],
+    blocks: dict[str, Block],
+) -> None:
     """Time ``queries`` in block ``name`` (after ``warmup`` untimed) into ``blocks``."""
     if name in run:
         fn = run[name]
@@ -341,6 +382,7 @@ def run_block(name: str, queries: list[Query], warmup: list[Query], store: Store
             block.hits.append(hits)
         return
     if name in ("bm25", "graph"):
+
         def stream(conn: Any, q: str, scope: Scope) -> int:
             if name == "bm25":
                 return len(store.keyword.search(conn, q, scope, DEPTH, None))
@@ -379,22 +421,32 @@ def run_block(name: str, queries: list[Query], warmup: list[Query], store: Store
     raise ValueError(name)
 
 
-def measure(size: int, store: Store, vectors: Vectors, index: VectorIndex,
-            settings: Settings, args: argparse.Namespace) -> Measured:
+def measure(
+    size: int,
+    store: Store,
+    vectors: Vectors,
+    index: VectorIndex,
+    settings: Settings,
+    args: argparse.Namespace,
+) -> Measured:
     queries = make_queries(args.queries, QUERY_SEED)
     warmup = make_queries(args.warmup, WARMUP_SEED)
     run = runners(store, vectors, index, dict(settings.search_weights))
     blocks: dict[str, Block] = {}
     before = load_avg()
-    log(f"[{size}] measuring {len(queries)} queries per block ({args.warmup} warm-up); "
-        f"load {before}")
+    log(
+        f"[{size}] measuring {len(queries)} queries per block ({args.warmup} warm-up); "
+        f"load {before}"
+    )
     for name in BLOCKS:
         watch = Stopwatch()
         run_block(name, queries, warmup, store, index, run, blocks)
         if name in blocks:
             b = blocks[name]
-            log(f"  {name:<13} {b.dist().line()}; mean hits {b.mean_hits():.1f} "
-                f"({watch.elapsed():.1f}s, load {load_avg()})")
+            log(
+                f"  {name:<13} {b.dist().line()}; mean hits {b.mean_hits():.1f} "
+                f"({watch.elapsed():.1f}s, load {load_avg()})"
+            )
     empty = blocks["hybrid"].hits.count(0)
     return Measured(size, blocks, before, load_avg(), rss_mb(), empty)
 
@@ -402,6 +454,7 @@ def measure(size: int, store: Store, vectors: Vectors, index: VectorIndex,
 # --------------------------------------------------------------------------------------------
 # Stores
 # --------------------------------------------------------------------------------------------
+
 
 def create_postgres(admin_url: str) -> tuple[str, Callable[[], None]]:
     """A fresh database on the server of ``admin_url``: its URL and a function dropping it."""
@@ -425,40 +478,60 @@ def create_postgres(admin_url: str) -> tuple[str, Callable[[], None]]:
 # Report
 # --------------------------------------------------------------------------------------------
 
-def print_table(builds: list[Build], results: list[Measured], args: argparse.Namespace,
-                command: str, store_line: str, total_s: float) -> None:
+
+def print_table(
+    builds: list[Build],
+    results: list[Measured],
+    args: argparse.Namespace,
+    command: str,
+    store_line: str,
+    total_s: float,
+) -> None:
     print()
     print("=" * 100)
     print("Engram search latency, in process: BM25 + vectors (local MiniLM, Chroma) + graph")
     for line in machine_lines():
         print(line)
-    print(f"store: {store_line}; corpus {args.corpus} (bench_spine), limit {LIMIT}, stream depth "
-          f"{DEPTH}; {args.queries} queries per block after {args.warmup} warm-up")
+    print(
+        f"store: {store_line}; corpus {args.corpus} (bench_spine), limit {LIMIT}, stream depth "
+        f"{DEPTH}; {args.queries} queries per block after {args.warmup} warm-up"
+    )
     print()
-    print(f"{'size':>7} {'block':<13} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8} "
-          f"{'hits':>6}   (ms)")
+    print(
+        f"{'size':>7} {'block':<13} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'hits':>6}   (ms)"
+    )
     for m in results:
         for name in BLOCKS:
             b = m.blocks.get(name)
             if b is None:
                 continue
             d = b.dist()
-            print(f"{m.size:>7} {name:<13} {d.p50:>8.2f} {d.p95:>8.2f} {d.p99:>8.2f} "
-                  f"{d.mean:>8.2f} {b.mean_hits():>6.1f}")
+            print(
+                f"{m.size:>7} {name:<13} {d.p50:>8.2f} {d.p95:>8.2f} {d.p99:>8.2f} "
+                f"{d.mean:>8.2f} {b.mean_hits():>6.1f}"
+            )
         hybrid = m.blocks["hybrid"].dist().p50
         verdict = "MET" if hybrid < 20.0 else "MISSED"
-        print(f"{'':>7} target hybrid p50 < 20 ms: {verdict} ({hybrid:.2f} ms); hybrid queries "
-              f"with 0 hits {m.empty_hybrid}/{len(m.blocks['hybrid'].hits)}; load "
-              f"{m.load_before} -> {m.load_after}; RSS after queries {m.rss[0]:.0f} MB "
-              f"(peak {m.rss[1]:.0f} MB)")
+        print(
+            f"{'':>7} target hybrid p50 < 20 ms: {verdict} ({hybrid:.2f} ms); hybrid queries "
+            f"with 0 hits {m.empty_hybrid}/{len(m.blocks['hybrid'].hits)}; load "
+            f"{m.load_before} -> {m.load_after}; RSS after queries {m.rss[0]:.0f} MB "
+            f"(peak {m.rss[1]:.0f} MB)"
+        )
     print()
-    print(f"{'size':>7} {'insert s':>9} {'vector s':>9} {'embedded':>9} {'graph s':>8} "
-          f"{'chroma':>7} {'RSS MB':>7} {'peak MB':>8}")
+    print(
+        f"{'size':>7} {'insert s':>9} {'vector s':>9} {'embedded':>9} {'graph s':>8} "
+        f"{'chroma':>7} {'RSS MB':>7} {'peak MB':>8}"
+    )
     for b in builds:
-        print(f"{b.size:>7} {b.insert_s:>9.1f} {b.vector_s:>9.1f} {b.embedded:>9} "
-              f"{b.graph_s:>8.1f} {b.chroma_docs:>7} {b.rss[0]:>7.0f} {b.rss[1]:>8.0f}")
-    print("(build rows are per growth step; embedded = texts the model embedded, the rest came "
-          "from the cache; RSS after the build)")
+        print(
+            f"{b.size:>7} {b.insert_s:>9.1f} {b.vector_s:>9.1f} {b.embedded:>9} "
+            f"{b.graph_s:>8.1f} {b.chroma_docs:>7} {b.rss[0]:>7.0f} {b.rss[1]:>8.0f}"
+        )
+    print(
+        "(build rows are per growth step; embedded = texts the model embedded, the rest came "
+        "from the cache; RSS after the build)"
+    )
     print(f"\nload average at the end: {load_avg()}; total {total_s:.0f}s")
     print(f"command: {command}")
 
@@ -467,42 +540,86 @@ def print_table(builds: list[Build], results: list[Measured], args: argparse.Nam
 # Main
 # --------------------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     doc = __doc__ or ""
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n\n".join(doc.split("\n\n")[1:]))
-    p.add_argument("--sizes", default="10000,50000",
-                   help="comma-separated corpus sizes, cumulative: the same store grows to each "
-                        "and is measured there (default 10000,50000)")
+    p = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(doc.split("\n\n")[1:]),
+    )
+    p.add_argument(
+        "--sizes",
+        default="10000,50000",
+        help="comma-separated corpus sizes, cumulative: the same store grows to each "
+        "and is measured there (default 10000,50000)",
+    )
     p.add_argument("--queries", type=int, default=300, help="timed queries per block (default 300)")
-    p.add_argument("--warmup", type=int, default=20,
-                   help="untimed queries before each block (default 20)")
-    p.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
-                   help="sqlite: a file in the work dir; postgresql: a fresh database on the "
-                        "server of --postgres-url, dropped at the end unless --keep "
-                        "(default sqlite)")
-    p.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL,
-                   help="admin URL of the PostgreSQL server (default ENGRAM_TEST_POSTGRES_URL or "
-                        f"{DEFAULT_POSTGRES_URL})")
-    p.add_argument("--workdir", type=Path, default=None,
-                   help="data dir of the run (SQLite store, Chroma); must be empty or absent; "
-                        "default a temp dir, removed at the end unless --keep")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the work dir (and the PostgreSQL database) for later inspection")
-    p.add_argument("--reuse", action="store_true",
-                   help="measure the store a kept run left in --workdir (SQLite), adding nothing: "
-                        "re-measure after a code change without rebuilding")
-    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
-                   help=f"embedding cache (default {DEFAULT_CACHE_DIR})")
-    p.add_argument("--corpus", choices=("realistic", "dense"), default="realistic",
-                   help="bench_spine corpus (default realistic)")
-    p.add_argument("--data-dir", type=Path, default=bench_spine.DEFAULT_DATA_DIR,
-                   help="folder with longmemeval/ for the realistic corpus's prose (optional)")
-    p.add_argument("--insert-batch", type=int, default=500,
-                   help="observations per write transaction while building (default 500)")
-    p.add_argument("--embed-batch", type=int, default=128,
-                   help="derive-queue changes claimed and applied to Chroma at once (default 128)")
+    p.add_argument(
+        "--warmup", type=int, default=20, help="untimed queries before each block (default 20)"
+    )
+    p.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="sqlite: a file in the work dir; postgresql: a fresh database on the "
+        "server of --postgres-url, dropped at the end unless --keep "
+        "(default sqlite)",
+    )
+    p.add_argument(
+        "--postgres-url",
+        default=DEFAULT_POSTGRES_URL,
+        help="admin URL of the PostgreSQL server (default ENGRAM_TEST_POSTGRES_URL or "
+        f"{DEFAULT_POSTGRES_URL})",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="data dir of the run (SQLite store, Chroma); must be empty or absent; "
+        "default a temp dir, removed at the end unless --keep",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the work dir (and the PostgreSQL database) for later inspection",
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the store a kept run left in --workdir (SQLite), adding nothing: "
+        "re-measure after a code change without rebuilding",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help=f"embedding cache (default {DEFAULT_CACHE_DIR})",
+    )
+    p.add_argument(
+        "--corpus",
+        choices=("realistic", "dense"),
+        default="realistic",
+        help="bench_spine corpus (default realistic)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=bench_spine.DEFAULT_DATA_DIR,
+        help="folder with longmemeval/ for the realistic corpus's prose (optional)",
+    )
+    p.add_argument(
+        "--insert-batch",
+        type=int,
+        default=500,
+        help="observations per write transaction while building (default 500)",
+    )
+    p.add_argument(
+        "--embed-batch",
+        type=int,
+        default=128,
+        help="derive-queue changes claimed and applied to Chroma at once (default 128)",
+    )
     args = p.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     return args
@@ -545,18 +662,26 @@ def main(argv: list[str] | None = None) -> int:
             url = f"sqlite:///{workdir / 'data' / 'engram.db'}"
             store_line = f"sqlite {workdir / 'data' / 'engram.db'}"
         (workdir / "data").mkdir(parents=True, exist_ok=True)
-        settings = load_settings(environ={
-            "ENGRAM_DATA_DIR": str(workdir / "data"), "ENGRAM_CONFIG_DIR": str(workdir / "config"),
-            "ENGRAM_DATABASE_URL": url, "ENGRAM_EMBEDDER": "local", "ENGRAM_LOCAL_MODEL": "minilm",
-            "ENGRAM_LOG_LEVEL": "WARNING"})
+        settings = load_settings(
+            environ={
+                "ENGRAM_DATA_DIR": str(workdir / "data"),
+                "ENGRAM_CONFIG_DIR": str(workdir / "config"),
+                "ENGRAM_DATABASE_URL": url,
+                "ENGRAM_EMBEDDER": "local",
+                "ENGRAM_LOCAL_MODEL": "minilm",
+                "ENGRAM_LOG_LEVEL": "WARNING",
+            }
+        )
         log(f"work dir {workdir}; store {store_line}; embedding cache {args.cache_dir}")
         if args.corpus == "realistic":
             log("reading the realistic corpus sources")
             bench_spine.CORPUS = bench_spine.RealisticCorpus(args.data_dir)
             log(f"corpus: {bench_spine.CORPUS.describe()}")
         rng = random.Random(0)
-        log("example queries: " + "; ".join(
-            f"{q!r} in {p}" for q, p, _ in (pick_query(rng) for _ in range(6))))
+        log(
+            "example queries: "
+            + "; ".join(f"{q!r} in {p}" for q, p, _ in (pick_query(rng) for _ in range(6)))
+        )
 
         store = Store.open(url)
         inner = LocalMiniLMEmbedder(batch_size=settings.embedding_batch)
@@ -581,12 +706,16 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes:
             build = Build(size)
             log(f"[{size}] growing the store {have} -> {size} observations; load {load_avg()}")
-            build.insert_s = (insert(store, settings, factory, size - have, args.insert_batch)
-                              if size > have else 0.0)
+            build.insert_s = (
+                insert(store, settings, factory, size - have, args.insert_batch)
+                if size > have
+                else 0.0
+            )
             have = size
             embedded0 = embedder.embedded
-            build.vector_s, build.vector_docs = drain_vectors(store, index, embedder,
-                                                              args.embed_batch)
+            build.vector_s, build.vector_docs = drain_vectors(
+                store, index, embedder, args.embed_batch
+            )
             build.embedded = embedder.embedded - embedded0
             build.graph_s, build.graph_docs = drain_graph_progress(store)
             build.chroma_docs = index.count()
@@ -594,8 +723,10 @@ def main(argv: list[str] | None = None) -> int:
             builds.append(build)
             with store.read() as conn:
                 docs = store.keyword.count(conn)
-            log(f"[{size}] built: {docs} keyword documents, {build.chroma_docs} vectors; "
-                f"{rss_line()}")
+            log(
+                f"[{size}] built: {docs} keyword documents, {build.chroma_docs} vectors; "
+                f"{rss_line()}"
+            )
             embedder.use_cache = False
             results.append(measure(size, store, vectors, index, settings, args))
             embedder.use_cache = True

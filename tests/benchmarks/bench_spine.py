@@ -45,6 +45,7 @@ group) and the temp dirs removed in all cases, including Ctrl-C; distributed mod
   .venv/bin/python tests/benchmarks/bench_spine.py --mode embedded --sizes 50000 \\
       --corpus dense --observe-count 500        # the worst-case line
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,14 +85,14 @@ ENGRAM = str(VENV_BIN / "engram")
 HOST = "127.0.0.1"
 SECRET = "bench-" + "x" * 40
 TOKEN_PROJECT = "latency-probe"
-IMPORT_CHUNK = 1000            # observations per POST /v1/import (body limit is 4 MB)
+IMPORT_CHUNK = 1000  # observations per POST /v1/import (body limit is 4 MB)
 STOP_TIMEOUT_S = 15
 STARTUP_TIMEOUT_S = 90
 DRAIN_TIMEOUT_S = 900
 SEARCHABLE_TIMEOUT_S = 120
-SEARCH_POLL_S = 0.005          # idle accept->searchable poll interval
-TRACKER_POLL_S = 0.02          # under-load tracker: pause between polls
-INBOX_FULL_BACKOFF_S = 0.05    # a 503 inbox_full is resent after this pause, like a spool
+SEARCH_POLL_S = 0.005  # idle accept->searchable poll interval
+TRACKER_POLL_S = 0.02  # under-load tracker: pause between polls
+INBOX_FULL_BACKOFF_S = 0.05  # a 503 inbox_full is resent after this pause, like a spool
 
 
 def log(msg: str) -> None:
@@ -101,6 +102,7 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------------------------
 # Shared helpers: timing and percentiles
 # --------------------------------------------------------------------------------------------
+
 
 def percentile(values: list[float], p: float) -> float:
     """Linear-interpolated percentile (p in 0..100) of unsorted values; NaN when empty."""
@@ -115,6 +117,7 @@ def percentile(values: list[float], p: float) -> float:
 @dataclass
 class Dist:
     """Summary of a list of durations, in milliseconds."""
+
     n: int
     p50: float
     p95: float
@@ -125,8 +128,14 @@ class Dist:
     @classmethod
     def of(cls, seconds: list[float]) -> Dist:
         ms = [s * 1000.0 for s in seconds]
-        return cls(len(ms), percentile(ms, 50), percentile(ms, 95), percentile(ms, 99),
-                   max(ms) if ms else math.nan, sum(ms) / len(ms) if ms else math.nan)
+        return cls(
+            len(ms),
+            percentile(ms, 50),
+            percentile(ms, 95),
+            percentile(ms, 99),
+            max(ms) if ms else math.nan,
+            sum(ms) / len(ms) if ms else math.nan,
+        )
 
     def short(self, with_p99: bool = True) -> str:
         if not self.n:
@@ -135,8 +144,10 @@ class Dist:
         return f"{self.p50:.1f}/{self.p95:.1f}{p99}"
 
     def line(self) -> str:
-        return (f"n={self.n} p50={self.p50:.2f} p95={self.p95:.2f} p99={self.p99:.2f} "
-                f"max={self.max:.2f} mean={self.mean:.2f} ms")
+        return (
+            f"n={self.n} p50={self.p50:.2f} p95={self.p95:.2f} p99={self.p99:.2f} "
+            f"max={self.max:.2f} mean={self.mean:.2f} ms"
+        )
 
 
 class Stopwatch:
@@ -150,6 +161,7 @@ class Stopwatch:
 # --------------------------------------------------------------------------------------------
 # Machine description
 # --------------------------------------------------------------------------------------------
+
 
 def machine_lines() -> list[str]:
     model = "?"
@@ -168,8 +180,7 @@ def machine_lines() -> list[str]:
     except OSError:
         pass
     return [
-        f"machine: nproc={os.cpu_count()} cpu={model!r} mem={mem} "
-        f"kernel={platform.release()}",
+        f"machine: nproc={os.cpu_count()} cpu={model!r} mem={mem} kernel={platform.release()}",
         f"python:  {platform.python_version()} ({sys.executable})  sqlite {sqlite3.sqlite_version}",
     ]
 
@@ -177,6 +188,7 @@ def machine_lines() -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Processes: start, watch memory, stop
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Proc:
@@ -202,8 +214,9 @@ def free_port() -> int:
 def spawn(role: str, args: list[str], env: dict[str, str], log_dir: Path) -> Proc:
     log_path = log_dir / f"{role}.log"
     handle = open(log_path, "wb")  # noqa: SIM115 - closed by the child's exit; kept for logs
-    popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                             start_new_session=True)  # own group: SIGKILL reaches pool children
+    popen = subprocess.Popen(
+        args, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True
+    )  # own group: SIGKILL reaches pool children
     handle.close()
     proc = Proc(role, popen, log_path)
     RUNNING.append(proc)
@@ -279,8 +292,9 @@ def log_problems(proc: Proc, limit: int = 6) -> tuple[int, int, list[str]]:
     except OSError:
         return 0, 0, []
     errors = [ln for ln in text.splitlines() if " ERROR " in ln or " CRITICAL " in ln]
-    warnings = [ln for ln in text.splitlines() if " WARNING " in ln
-                and "No hostname was supplied" not in ln]
+    warnings = [
+        ln for ln in text.splitlines() if " WARNING " in ln and "No hostname was supplied" not in ln
+    ]
     tracebacks = text.count("Traceback (most recent call last)")
     return len(errors), tracebacks, (errors + warnings)[:limit]
 
@@ -288,6 +302,7 @@ def log_problems(proc: Proc, limit: int = 6) -> tuple[int, int, list[str]]:
 # --------------------------------------------------------------------------------------------
 # HTTP: one keep-alive connection per client thread
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Reply:
@@ -300,8 +315,11 @@ class Api:
     def __init__(self, port: int, timeout: float = 60.0) -> None:
         self.port, self.timeout = port, timeout
         self.conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-        self.headers = {"Authorization": f"Bearer {SECRET}", "Content-Type": "application/json",
-                        "Accept": "application/json"}
+        self.headers = {
+            "Authorization": f"Bearer {SECRET}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
 
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Reply:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -332,38 +350,182 @@ class Api:
 # Realistic payloads: Claude Code PostToolUse (Bash, Edit, Read)
 # --------------------------------------------------------------------------------------------
 
-PROJECTS = [("webshop", 0.45), ("billing-api", 0.25), ("infra", 0.15), ("mobile-app", 0.10),
-            ("docs-site", 0.05)]
-MODULES = ["auth", "session", "billing", "invoice", "cart", "checkout", "catalog", "cache", "user",
-           "payment", "webhook", "search", "api", "worker", "queue", "scheduler", "migrations",
-           "config", "login", "orders", "shipping", "discount", "ratelimit", "middleware"]
-FUNCS = ["login", "logout", "refresh_token", "get_user", "create_invoice", "apply_discount",
-         "add_to_cart", "checkout", "verify_signature", "list_products", "get_cached", "set_ttl",
-         "enqueue", "retry_with_backoff", "parse_config", "connect_db", "send_email",
-         "compute_total", "round_amount", "validate_card", "handle_webhook", "rebuild_index"]
-ERRORS = ["KeyError", "ValueError", "TimeoutError", "ConnectionError", "IntegrityError",
-          "AttributeError", "TypeError", "PermissionError", "AssertionError"]
-KEYS = ["user_id", "session_id", "token", "cart_id", "ttl", "invoice_id", "email", "amount",
-        "currency", "signature", "redis_url", "database_url"]
+PROJECTS = [
+    ("webshop", 0.45),
+    ("billing-api", 0.25),
+    ("infra", 0.15),
+    ("mobile-app", 0.10),
+    ("docs-site", 0.05),
+]
+MODULES = [
+    "auth",
+    "session",
+    "billing",
+    "invoice",
+    "cart",
+    "checkout",
+    "catalog",
+    "cache",
+    "user",
+    "payment",
+    "webhook",
+    "search",
+    "api",
+    "worker",
+    "queue",
+    "scheduler",
+    "migrations",
+    "config",
+    "login",
+    "orders",
+    "shipping",
+    "discount",
+    "ratelimit",
+    "middleware",
+]
+FUNCS = [
+    "login",
+    "logout",
+    "refresh_token",
+    "get_user",
+    "create_invoice",
+    "apply_discount",
+    "add_to_cart",
+    "checkout",
+    "verify_signature",
+    "list_products",
+    "get_cached",
+    "set_ttl",
+    "enqueue",
+    "retry_with_backoff",
+    "parse_config",
+    "connect_db",
+    "send_email",
+    "compute_total",
+    "round_amount",
+    "validate_card",
+    "handle_webhook",
+    "rebuild_index",
+]
+ERRORS = [
+    "KeyError",
+    "ValueError",
+    "TimeoutError",
+    "ConnectionError",
+    "IntegrityError",
+    "AttributeError",
+    "TypeError",
+    "PermissionError",
+    "AssertionError",
+]
+KEYS = [
+    "user_id",
+    "session_id",
+    "token",
+    "cart_id",
+    "ttl",
+    "invoice_id",
+    "email",
+    "amount",
+    "currency",
+    "signature",
+    "redis_url",
+    "database_url",
+]
 SERVICES = ["redis", "postgres", "api", "worker", "nginx", "celery", "rabbitmq"]
-WORDS = ["cache", "ttl", "expired", "redis", "connection", "refused", "retry", "backoff", "login",
-         "failing", "test", "session", "cookie", "token", "refresh", "invoice", "total", "rounding",
-         "discount", "checkout", "cart", "payment", "gateway", "timeout", "webhook", "signature",
-         "verification", "migration", "column", "index", "postgres", "query", "slow", "rate",
-         "limit", "middleware", "config", "env", "variable", "missing", "docker", "compose",
-         "container", "kubernetes", "pod", "crashloop", "mypy", "optional", "ruff", "unused",
-         "import", "fixture", "database", "rollback", "deadlock", "serializer", "json", "schema",
-         "validation", "email", "queue", "worker", "celery", "schedule", "cron"]
+WORDS = [
+    "cache",
+    "ttl",
+    "expired",
+    "redis",
+    "connection",
+    "refused",
+    "retry",
+    "backoff",
+    "login",
+    "failing",
+    "test",
+    "session",
+    "cookie",
+    "token",
+    "refresh",
+    "invoice",
+    "total",
+    "rounding",
+    "discount",
+    "checkout",
+    "cart",
+    "payment",
+    "gateway",
+    "timeout",
+    "webhook",
+    "signature",
+    "verification",
+    "migration",
+    "column",
+    "index",
+    "postgres",
+    "query",
+    "slow",
+    "rate",
+    "limit",
+    "middleware",
+    "config",
+    "env",
+    "variable",
+    "missing",
+    "docker",
+    "compose",
+    "container",
+    "kubernetes",
+    "pod",
+    "crashloop",
+    "mypy",
+    "optional",
+    "ruff",
+    "unused",
+    "import",
+    "fixture",
+    "database",
+    "rollback",
+    "deadlock",
+    "serializer",
+    "json",
+    "schema",
+    "validation",
+    "email",
+    "queue",
+    "worker",
+    "celery",
+    "schedule",
+    "cron",
+]
 QUERIES = [
-    "fix failing login test", "KeyError user_id session", "redis cache ttl",
-    "invoice total rounding", "docker compose postgres connection refused",
-    "mypy optional email", "refresh token expired", "webhook signature verification",
-    "migration add column index", "checkout apply discount", "TimeoutError payment gateway",
-    "pytest fixture database rollback", "rate limit middleware", "kubectl pod crashloop",
-    "ruff unused import", "cart session cookie", "IntegrityError duplicate key",
-    "rebuild search index", "celery retry backoff", "config env variable missing",
-    "slow query postgres", "send email queue worker", "validate card payment",
-    "deadlock orders table", "json schema validation error",
+    "fix failing login test",
+    "KeyError user_id session",
+    "redis cache ttl",
+    "invoice total rounding",
+    "docker compose postgres connection refused",
+    "mypy optional email",
+    "refresh token expired",
+    "webhook signature verification",
+    "migration add column index",
+    "checkout apply discount",
+    "TimeoutError payment gateway",
+    "pytest fixture database rollback",
+    "rate limit middleware",
+    "kubectl pod crashloop",
+    "ruff unused import",
+    "cart session cookie",
+    "IntegrityError duplicate key",
+    "rebuild search index",
+    "celery retry backoff",
+    "config env variable missing",
+    "slow query postgres",
+    "send email queue worker",
+    "validate card payment",
+    "deadlock orders table",
+    "json schema validation error",
 ]
 
 
@@ -389,7 +551,7 @@ class EventFactory:
     def _next_session(self) -> None:
         projects, weights = zip(*PROJECTS, strict=True)
         project = self.rng.choices(projects, weights)[0]
-        sid = f"{self.prefix}-s{self.n}-{self.rng.randrange(16 ** 8):08x}"
+        sid = f"{self.prefix}-s{self.n}-{self.rng.randrange(16**8):08x}"
         self.session = {"sessionId": sid, "project": project}
         self.left_in_session = self.rng.randint(20, 60)
 
@@ -407,8 +569,12 @@ class EventFactory:
             session = self.session
             fields = self._event(session["project"], size)
         return {
-            "eventId": f"toolu_{self.prefix}_{self.n:07d}", **session, "host": "claude-code",
-            "hookType": "PostToolUse", **fields, "timestamp": time.time(),
+            "eventId": f"toolu_{self.prefix}_{self.n:07d}",
+            **session,
+            "host": "claude-code",
+            "hookType": "PostToolUse",
+            **fields,
+            "timestamp": time.time(),
         }
 
     def _probe(self, size: int, token: str) -> dict[str, Any]:
@@ -433,10 +599,10 @@ class DenseEventFactory(EventFactory):
             lambda: f"def {self._pick(FUNCS)}(self, {self._pick(KEYS)}):",
             lambda: f"    return self.{self._pick(MODULES)}.get({self._pick(KEYS)!r})",
             lambda: f"    if {self._pick(KEYS)} is None:",
-            lambda: f"        raise {self._pick(ERRORS)}(\"missing {self._pick(KEYS)}\")",
+            lambda: f'        raise {self._pick(ERRORS)}("missing {self._pick(KEYS)}")',
             lambda: f"import {self._pick(MODULES)}",
             lambda: f"{self._pick(KEYS).upper()} = {r.randint(1, 3600)}",
-            lambda: f"    logger.info(\"{' '.join(r.sample(WORDS, 4))}\")",
+            lambda: f'    logger.info("{" ".join(r.sample(WORDS, 4))}")',
             lambda: f"    # {' '.join(r.sample(WORDS, r.randint(3, 8)))}",
             lambda: f"    {self._pick(KEYS)} = await {self._pick(FUNCS)}({self._pick(KEYS)})",
         ]
@@ -445,16 +611,24 @@ class DenseEventFactory(EventFactory):
     def _log_line(self) -> str:
         r = self.rng
         templates = [
-            lambda: f"FAILED tests/test_{self._pick(MODULES)}.py::test_{self._pick(FUNCS)} - "
-                    f"{self._pick(ERRORS)}: '{self._pick(KEYS)}'",
+            lambda: (
+                f"FAILED tests/test_{self._pick(MODULES)}.py::test_{self._pick(FUNCS)} - "
+                f"{self._pick(ERRORS)}: '{self._pick(KEYS)}'"
+            ),
             lambda: f"tests/test_{self._pick(MODULES)}.py::test_{self._pick(FUNCS)} PASSED",
             lambda: f"{self._pick(ERRORS)}: {' '.join(r.sample(WORDS, 5))}",
-            lambda: f"2025-06-{r.randint(10, 28)} 12:{r.randint(10, 59)}:{r.randint(10, 59)} "
-                    f"INFO {self._pick(MODULES)}: {' '.join(r.sample(WORDS, 6))}",
-            lambda: f"src/{self._pick(MODULES)}/{self._pick(MODULES)}.py:{r.randint(1, 400)}: "
-                    f"error: {' '.join(r.sample(WORDS, 4))}",
-            lambda: f"  File \"src/{self._pick(MODULES)}.py\", line {r.randint(1, 500)}, "
-                    f"in {self._pick(FUNCS)}",
+            lambda: (
+                f"2025-06-{r.randint(10, 28)} 12:{r.randint(10, 59)}:{r.randint(10, 59)} "
+                f"INFO {self._pick(MODULES)}: {' '.join(r.sample(WORDS, 6))}"
+            ),
+            lambda: (
+                f"src/{self._pick(MODULES)}/{self._pick(MODULES)}.py:{r.randint(1, 400)}: "
+                f"error: {' '.join(r.sample(WORDS, 4))}"
+            ),
+            lambda: (
+                f'  File "src/{self._pick(MODULES)}.py", line {r.randint(1, 500)}, '
+                f"in {self._pick(FUNCS)}"
+            ),
         ]
         return r.choice(templates)()
 
@@ -472,10 +646,13 @@ class DenseEventFactory(EventFactory):
         commands = [
             f"pytest tests/test_{self._pick(MODULES)}.py -q",
             f"pytest tests/ -k {self._pick(FUNCS)} -x",
-            f"npm test -- {self._pick(MODULES)}", "git status", "git diff --stat",
+            f"npm test -- {self._pick(MODULES)}",
+            "git status",
+            "git diff --stat",
             f"docker compose logs {self._pick(SERVICES)} --tail 50",
-            f"mypy src/{self._pick(MODULES)}", "ruff check src/",
-            f"grep -rn \"{self._pick(FUNCS)}\" src/",
+            f"mypy src/{self._pick(MODULES)}",
+            "ruff check src/",
+            f'grep -rn "{self._pick(FUNCS)}" src/',
             f"kubectl get pods -n {self._pick(MODULES)}",
             f"redis-cli ttl cache:{self._pick(MODULES)}:{self._pick(KEYS)}",
             f"psql -c 'select count(*) from {self._pick(MODULES)}'",
@@ -485,29 +662,58 @@ class DenseEventFactory(EventFactory):
             command = f"pytest tests/test_{self._pick(MODULES)}.py -k {token}"
         failed = r.random() < 0.3
         stdout = self._fill(self._log_line, size)
-        tail = (f"\n{r.randint(1, 4)} failed, {r.randint(5, 80)} passed in {r.random() * 9:.2f}s"
-                if failed else f"\n{r.randint(5, 80)} passed in {r.random() * 9:.2f}s")
-        return ({"command": command, "description": " ".join(r.sample(WORDS, 3)).capitalize()},
-                {"stdout": stdout + tail, "stderr": "", "interrupted": False, "isImage": False})
+        tail = (
+            f"\n{r.randint(1, 4)} failed, {r.randint(5, 80)} passed in {r.random() * 9:.2f}s"
+            if failed
+            else f"\n{r.randint(5, 80)} passed in {r.random() * 9:.2f}s"
+        )
+        return (
+            {"command": command, "description": " ".join(r.sample(WORDS, 3)).capitalize()},
+            {"stdout": stdout + tail, "stderr": "", "interrupted": False, "isImage": False},
+        )
 
     def _edit(self, project: str, size: int) -> tuple[dict, Any]:
         path = self._path(project)
         old, new = self._code_line(), self._code_line()
         original = self._fill(self._code_line, size)
-        return ({"file_path": path, "old_string": old, "new_string": new, "replace_all": False},
-                {"filePath": path, "oldString": old, "newString": new, "originalFile": original,
-                 "structuredPatch": [{"oldStart": 42, "oldLines": 1, "newStart": 42,
-                                      "newLines": 1, "lines": [f"-{old}", f"+{new}"]}],
-                 "userModified": False, "replaceAll": False})
+        return (
+            {"file_path": path, "old_string": old, "new_string": new, "replace_all": False},
+            {
+                "filePath": path,
+                "oldString": old,
+                "newString": new,
+                "originalFile": original,
+                "structuredPatch": [
+                    {
+                        "oldStart": 42,
+                        "oldLines": 1,
+                        "newStart": 42,
+                        "newLines": 1,
+                        "lines": [f"-{old}", f"+{new}"],
+                    }
+                ],
+                "userModified": False,
+                "replaceAll": False,
+            },
+        )
 
     def _read(self, project: str, size: int) -> tuple[dict, Any]:
         path = self._path(project)
         content = self._fill(self._code_line, size)
         lines = content.count("\n") + 1
-        return ({"file_path": path},
-                {"type": "text", "file": {"filePath": path, "content": content,
-                                          "numLines": lines, "startLine": 1,
-                                          "totalLines": lines + self.rng.randint(0, 300)}})
+        return (
+            {"file_path": path},
+            {
+                "type": "text",
+                "file": {
+                    "filePath": path,
+                    "content": content,
+                    "numLines": lines,
+                    "startLine": 1,
+                    "totalLines": lines + self.rng.randint(0, 300),
+                },
+            },
+        )
 
     # -- events -------------------------------------------------------------------------------
     def _probe(self, size: int, token: str) -> dict[str, Any]:
@@ -516,9 +722,13 @@ class DenseEventFactory(EventFactory):
 
     def _event(self, project: str, size: int) -> dict[str, Any]:
         tool = self.rng.choices(["Bash", "Edit", "Read"], [0.45, 0.25, 0.30])[0]
-        tool_input, tool_output = (self._bash(project, size - 250, None) if tool == "Bash"
-                                   else self._edit(project, size - 500) if tool == "Edit"
-                                   else self._read(project, size - 300))
+        tool_input, tool_output = (
+            self._bash(project, size - 250, None)
+            if tool == "Bash"
+            else self._edit(project, size - 500)
+            if tool == "Edit"
+            else self._read(project, size - 300)
+        )
         return {"toolName": tool, "toolInput": tool_input, "toolOutput": tool_output}
 
 
@@ -538,17 +748,34 @@ def new_token(rng: random.Random) -> str:
 
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 LONGMEMEVAL_FILE = Path("longmemeval") / "longmemeval_oracle.json.gz"
-NPM_MODULES = [Path("/usr/lib/node_modules/npm/node_modules"),
-               Path("/usr/local/lib/node_modules/npm/node_modules")]
-CORPUS_SEED = 7919             # which project owns which source file: the same in every run
-MAX_SOURCE_BYTES = 300_000     # bigger stdlib files are generated tables, not code one reads
+NPM_MODULES = [
+    Path("/usr/lib/node_modules/npm/node_modules"),
+    Path("/usr/local/lib/node_modules/npm/node_modules"),
+]
+CORPUS_SEED = 7919  # which project owns which source file: the same in every run
+MAX_SOURCE_BYTES = 300_000  # bigger stdlib files are generated tables, not code one reads
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__", "idlelib", "turtledemo"}
-PY_WORDS = frozenset(keyword.kwlist) | {"self", "cls", "print", "len", "str", "int", "dict",
-                                        "list", "isinstance", "None", "True", "False", "object"}
-CODE_QUERY_SHARE = 0.3         # realistic corpus: share of searches taken from QUERIES
+PY_WORDS = frozenset(keyword.kwlist) | {
+    "self",
+    "cls",
+    "print",
+    "len",
+    "str",
+    "int",
+    "dict",
+    "list",
+    "isinstance",
+    "None",
+    "True",
+    "False",
+    "object",
+}
+CODE_QUERY_SHARE = 0.3  # realistic corpus: share of searches taken from QUERIES
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,40}")
-_RAISE_RE = re.compile(r"raise\s+([A-Z]\w*(?:Error|Exception|Warning|Exit))\(\s*[rbf]?"
-                       r"(['\"])([^'\"\\{}%]{8,110})\2")
+_RAISE_RE = re.compile(
+    r"raise\s+([A-Z]\w*(?:Error|Exception|Warning|Exit))\(\s*[rbf]?"
+    r"(['\"])([^'\"\\{}%]{8,110})\2"
+)
 _LITERAL_RE = re.compile(r"(['\"])([A-Za-z][^'\"\\{}%]{14,90})\1")
 _IMPORT_RE = re.compile(r"^(?:from\s+[\w.]+\s+import\s+(\w+)|import\s+([\w.]+))")
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
@@ -557,11 +784,11 @@ _NUMBER_RE = re.compile(r"\b\d+\b")
 
 @dataclass(eq=False)  # hashed by identity
 class SourceFile:
-    rel: str                                        # path relative to the stdlib root
+    rel: str  # path relative to the stdlib root
     lines: list[str]
     defs: list[tuple[int, str, str]] = field(default_factory=list)  # (line, name, Class.name)
-    tests: list[tuple[int, str]] = field(default_factory=list)      # (line, "Class::test_x")
-    raises: list[tuple[str, str]] = field(default_factory=list)     # (exception, message)
+    tests: list[tuple[int, str]] = field(default_factory=list)  # (line, "Class::test_x")
+    raises: list[tuple[str, str]] = field(default_factory=list)  # (exception, message)
 
     @property
     def dir(self) -> str:
@@ -619,8 +846,10 @@ class RealisticCorpus:
         self.root = Path(sysconfig.get_paths()["stdlib"])
         files = [f for f in map(self._load, self._source_paths()) if f is not None]
         if len(files) < 100:
-            raise RuntimeError(f"only {len(files)} Python files under {self.root}: "
-                               f"the realistic corpus needs the standard library sources")
+            raise RuntimeError(
+                f"only {len(files)} Python files under {self.root}: "
+                f"the realistic corpus needs the standard library sources"
+            )
         rng = random.Random(CORPUS_SEED)
         names, weights = zip(*PROJECTS, strict=True)
         owned: dict[str, list[SourceFile]] = {name: [] for name in names}
@@ -660,11 +889,13 @@ class RealisticCorpus:
 
     def describe(self) -> str:
         sizes = ", ".join(f"{name} {len(self.projects[name].files)}" for name, _ in PROJECTS)
-        return (f"realistic: {len(self.all.files)} Python stdlib files "
-                f"({self.n_bytes / 1e6:.1f} MB) from {self.root}, split over projects "
-                f"({sizes} files); "
-                f"{len(self.dists)} installed distributions (pip), {len(self.npm)} npm packages; "
-                f"prose: {self.prose_source}; read in {self.seconds:.1f}s")
+        return (
+            f"realistic: {len(self.all.files)} Python stdlib files "
+            f"({self.n_bytes / 1e6:.1f} MB) from {self.root}, split over projects "
+            f"({sizes} files); "
+            f"{len(self.dists)} installed distributions (pip), {len(self.npm)} npm packages; "
+            f"prose: {self.prose_source}; read in {self.seconds:.1f}s"
+        )
 
     # -- queries ------------------------------------------------------------------------------
     def query(self, rng: random.Random, project: str) -> tuple[str, str]:
@@ -679,8 +910,9 @@ class RealisticCorpus:
             for _ in range(20):
                 idents = identifiers(rng.choice(src.lines))
                 if idents:
-                    return " ".join(rng.sample(idents, min(len(idents), rng.randint(1, 3)))), \
-                        "corpus"
+                    return " ".join(
+                        rng.sample(idents, min(len(idents), rng.randint(1, 3)))
+                    ), "corpus"
         if roll < 0.55 and src.defs:  # module and function: "base_events run_until_complete"
             _, name, qual = rng.choice(src.defs)
             stem = src.module.rpartition(".")[2]
@@ -691,8 +923,10 @@ class RealisticCorpus:
             return " ".join([error, *words[: rng.randint(1, 4)]]), "corpus"
         if roll < 0.88:  # a test name
             test = rng.choice(rng.choice(pf.tests).tests)[1].rpartition("::")[2]
-            return f"{test} {rng.choice(['failing', 'fails', 'error', 'broken', ''])}".strip(), \
-                "corpus"
+            return (
+                f"{test} {rng.choice(['failing', 'fails', 'error', 'broken', ''])}".strip(),
+                "corpus",
+            )
         _, name, _ = rng.choice(src.defs) if src.defs else (0, src.module, "")
         return f"{name} {rng.choice(pf.raises)[0]}", "corpus"
 
@@ -710,8 +944,11 @@ def installed_distributions() -> list[tuple[str, str, str, list[str]]]:
         name = dist.metadata["Name"]
         if not name:
             continue
-        requires = [re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0] for req in dist.requires or []
-                    if "extra ==" not in req]
+        requires = [
+            re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0]
+            for req in dist.requires or []
+            if "extra ==" not in req
+        ]
         found[name.lower()] = (name, dist.version, dist.metadata["Summary"] or "", requires)
     return sorted(found.values())
 
@@ -723,14 +960,16 @@ def npm_packages() -> list[tuple[str, str, str]]:
             continue
         found = []
         for manifest in sorted(folder.glob("*/package.json")) + sorted(
-                folder.glob("@*/*/package.json")):
+            folder.glob("@*/*/package.json")
+        ):
             try:
                 data = json.loads(manifest.read_text())
             except (OSError, ValueError):
                 continue
             if isinstance(data, dict) and data.get("name") and data.get("version"):
-                found.append((str(data["name"]), str(data["version"]),
-                              str(data.get("description") or "")))
+                found.append(
+                    (str(data["name"]), str(data["version"]), str(data.get("description") or ""))
+                )
         if found:
             return found
     return []
@@ -752,8 +991,11 @@ def load_prose(data_dir: Path) -> tuple[list[str], list[str], str]:
                 if len(text) >= 80 and text not in seen and turn.get("role") in by_role:
                     seen.add(text)
                     by_role[turn["role"]].append(text)
-    return by_role["assistant"], by_role["user"], (
-        f"{path} ({len(by_role['assistant'])} assistant, {len(by_role['user'])} user turns)")
+    return (
+        by_role["assistant"],
+        by_role["user"],
+        (f"{path} ({len(by_role['assistant'])} assistant, {len(by_role['user'])} user turns)"),
+    )
 
 
 def clip_text(text: str, budget: int) -> str:
@@ -767,8 +1009,9 @@ def clip_text(text: str, budget: int) -> str:
     return text[: cut + 1 if cut > 0 else budget].rstrip()
 
 
-def fill_lines(lines: list[str], budget: int, more: Callable[[], str | None],
-               cap: int = 400) -> list[str]:
+def fill_lines(
+    lines: list[str], budget: int, more: Callable[[], str | None], cap: int = 400
+) -> list[str]:
     """Append ``more()`` lines until ``budget`` characters (or None, or ``cap`` lines)."""
     total = sum(len(line) + 1 for line in lines)
     for _ in range(cap):
@@ -799,8 +1042,15 @@ class RealisticEventFactory(EventFactory):
         self.branch = "main"
         self.opening = False
         self.bash_kinds: list[tuple[Callable[[str, int], tuple[str, str, str, str]], float]] = [
-            (self._pytest, 0.26), (self._python, 0.07), (self._git, 0.17), (self._grep, 0.14),
-            (self._pip, 0.07), (self._docker, 0.09), (self._npm, 0.06), (self._lint, 0.14)]
+            (self._pytest, 0.26),
+            (self._python, 0.07),
+            (self._git, 0.17),
+            (self._grep, 0.14),
+            (self._pip, 0.07),
+            (self._docker, 0.09),
+            (self._npm, 0.06),
+            (self._lint, 0.14),
+        ]
 
     # -- sessions and picks -------------------------------------------------------------------
     def _next_session(self) -> None:
@@ -822,8 +1072,9 @@ class RealisticEventFactory(EventFactory):
 
     def _test_file(self, project: str) -> SourceFile:
         mine = [f for f in self.work if f.tests] if project == self.session.get("project") else []
-        return self.rng.choice(mine if mine and self.rng.random() < 0.7
-                               else self._files(project).tests)
+        return self.rng.choice(
+            mine if mine and self.rng.random() < 0.7 else self._files(project).tests
+        )
 
     def _def(self, src: SourceFile) -> tuple[int, str, str]:
         if src.defs:
@@ -850,14 +1101,15 @@ class RealisticEventFactory(EventFactory):
         for _ in range(30):
             src = self._file(project)
             start = self.rng.randrange(len(src.lines))
-            for line in src.lines[start:start + 80]:
+            for line in src.lines[start : start + 80]:
                 match = _LITERAL_RE.search(line)
                 if match:
                     return match.group(2).strip()
         return self.rng.choice(self._files(project).raises)[1]
 
-    def _window(self, src: SourceFile, budget: int, around: int | None = None
-                ) -> tuple[int, list[str]]:
+    def _window(
+        self, src: SourceFile, budget: int, around: int | None = None
+    ) -> tuple[int, list[str]]:
         """(first line index, lines) of about ``budget`` characters: from a def or a random
         line, or with ``around`` the lines around that one."""
         if around is not None:
@@ -887,8 +1139,9 @@ class RealisticEventFactory(EventFactory):
         if roll < 0.35 and idents:
             return text.replace(r.choice(idents), self._identifier(src), 1).split("\n")
         if roll < 0.55 and _NUMBER_RE.search(text):
-            return _NUMBER_RE.sub(lambda m: str(int(m.group()) + r.randint(1, 9)), text,
-                                  count=1).split("\n")
+            return _NUMBER_RE.sub(
+                lambda m: str(int(m.group()) + r.randint(1, 9)), text, count=1
+            ).split("\n")
         last = old[-1]
         indent = last[: len(last) - len(last.lstrip())]
         if roll < 0.85 or len(old) == 1:
@@ -909,8 +1162,10 @@ class RealisticEventFactory(EventFactory):
         if tool == "Read":
             return self._read(project, size)
         if tool == "Stop":
-            return {"hookType": "Stop",
-                    "toolOutput": {"last_assistant_message": self._reply(project, size - 250)}}
+            return {
+                "hookType": "Stop",
+                "toolOutput": {"last_assistant_message": self._reply(project, size - 250)},
+            }
         return {"hookType": "UserPromptSubmit", "prompt": self._prompt(project, size - 220)}
 
     def _read(self, project: str, size: int) -> dict[str, Any]:
@@ -920,10 +1175,20 @@ class RealisticEventFactory(EventFactory):
         tool_input: dict[str, Any] = {"file_path": path}
         if start or len(lines) < len(src.lines):
             tool_input.update(offset=start + 1, limit=len(lines))
-        return {"toolName": "Read", "toolInput": tool_input, "toolOutput": {
-            "type": "text", "file": {"filePath": path, "content": "\n".join(lines),
-                                     "numLines": len(lines), "startLine": start + 1,
-                                     "totalLines": len(src.lines)}}}
+        return {
+            "toolName": "Read",
+            "toolInput": tool_input,
+            "toolOutput": {
+                "type": "text",
+                "file": {
+                    "filePath": path,
+                    "content": "\n".join(lines),
+                    "numLines": len(lines),
+                    "startLine": start + 1,
+                    "totalLines": len(src.lines),
+                },
+            },
+        }
 
     def _edit(self, project: str, size: int) -> dict[str, Any]:
         src = self._file(project)
@@ -932,25 +1197,45 @@ class RealisticEventFactory(EventFactory):
         at = self.rng.randrange(len(lines))
         while at < len(lines) - 1 and not lines[at].strip():
             at += 1
-        old = lines[at: at + self.rng.randint(1, 3)]
+        old = lines[at : at + self.rng.randint(1, 3)]
         new = self._mutate(src, old)
         old_s, new_s = "\n".join(old), "\n".join(new)
         budget = max(size - 560 - 3 * (len(old_s) + len(new_s)), 60)
         _, original = self._window(src, budget, around=start + at)  # the file around the edit
-        context = lines[max(0, at - 3): at]
-        after = lines[at + len(old): at + len(old) + 3]
+        context = lines[max(0, at - 3) : at]
+        after = lines[at + len(old) : at + len(old) + 3]
         line_no = start + at + 1 - len(context)
-        return {"toolName": "Edit", "toolInput": {
-            "file_path": path, "old_string": old_s, "new_string": new_s, "replace_all": False},
+        return {
+            "toolName": "Edit",
+            "toolInput": {
+                "file_path": path,
+                "old_string": old_s,
+                "new_string": new_s,
+                "replace_all": False,
+            },
             "toolOutput": {
-                "filePath": path, "oldString": old_s, "newString": new_s,
+                "filePath": path,
+                "oldString": old_s,
+                "newString": new_s,
                 "originalFile": "\n".join(original),
-                "structuredPatch": [{
-                    "oldStart": line_no, "oldLines": len(context) + len(old) + len(after),
-                    "newStart": line_no, "newLines": len(context) + len(new) + len(after),
-                    "lines": [*(f" {x}" for x in context), *(f"-{x}" for x in old),
-                              *(f"+{x}" for x in new), *(f" {x}" for x in after)]}],
-                "userModified": False, "replaceAll": False}}
+                "structuredPatch": [
+                    {
+                        "oldStart": line_no,
+                        "oldLines": len(context) + len(old) + len(after),
+                        "newStart": line_no,
+                        "newLines": len(context) + len(new) + len(after),
+                        "lines": [
+                            *(f" {x}" for x in context),
+                            *(f"-{x}" for x in old),
+                            *(f"+{x}" for x in new),
+                            *(f" {x}" for x in after),
+                        ],
+                    }
+                ],
+                "userModified": False,
+                "replaceAll": False,
+            },
+        }
 
     def _reply(self, project: str, budget: int) -> str:
         """End-of-turn message: LongMemEval assistant prose, or a coding summary."""
@@ -960,15 +1245,20 @@ class RealisticEventFactory(EventFactory):
         _, name, qual = self._def(src)
         error, message = self._raise(project, src)
         test = self.rng.choice(self._test_file(project).tests)[1]
-        return clip_text(self.rng.choice([
-            f"The failure came from `{qual}` in {src.rel}: it raised {error} ({message}). "
-            f"I changed `{name}` to check its input first and added a regression test; "
-            f"`pytest {src.dir}` passes now.",
-            f"Done. `{test}` passes again. The root cause was in `{qual}` ({src.rel}), "
-            f"which assumed the value was already validated.",
-            f"I read {src.rel} and `{qual}` is only called from two places. Renaming it is "
-            f"safe; I updated both call sites and the docs.",
-        ]), budget)
+        return clip_text(
+            self.rng.choice(
+                [
+                    f"The failure came from `{qual}` in {src.rel}: it raised {error} ({message}). "
+                    f"I changed `{name}` to check its input first and added a regression test; "
+                    f"`pytest {src.dir}` passes now.",
+                    f"Done. `{test}` passes again. The root cause was in `{qual}` ({src.rel}), "
+                    f"which assumed the value was already validated.",
+                    f"I read {src.rel} and `{qual}` is only called from two places. Renaming it is "
+                    f"safe; I updated both call sites and the docs.",
+                ]
+            ),
+            budget,
+        )
 
     def _prompt(self, project: str, budget: int) -> str:
         """User prompt: a LongMemEval user turn, or a coding request naming real things."""
@@ -979,14 +1269,16 @@ class RealisticEventFactory(EventFactory):
         error, message = self._raise(project, src)
         test_file = self._test_file(project)
         test = self.rng.choice(test_file.tests)[1]
-        return self.rng.choice([
-            f"{test_file.rel}::{test} fails with {error}: {message}. Find the cause and fix it.",
-            f"Why does {name} raise {error} when it is called twice? See {src.rel}",
-            f"Refactor {qual} in {src.rel}: it is too long, split the parsing out.",
-            f"Add a test for {qual} covering the '{message}' case",
-            f"Run the tests under {src.dir} and fix whatever fails",
-            f"Where is {name} used? I want to change its signature.",
-        ])
+        return self.rng.choice(
+            [
+                f"{test_file.rel}::{test} fails with {error}: {message}. Find the cause and fix it.",
+                f"Why does {name} raise {error} when it is called twice? See {src.rel}",
+                f"Refactor {qual} in {src.rel}: it is too long, split the parsing out.",
+                f"Add a test for {qual} covering the '{message}' case",
+                f"Run the tests under {src.dir} and fix whatever fails",
+                f"Where is {name} used? I want to change its signature.",
+            ]
+        )
 
     # -- Bash ---------------------------------------------------------------------------------
     def _bash(self, project: str, size: int, token: str | None) -> dict[str, Any]:
@@ -996,24 +1288,45 @@ class RealisticEventFactory(EventFactory):
         else:
             kinds, weights = zip(*self.bash_kinds, strict=True)
             command, description, stdout, stderr = self.rng.choices(kinds, weights)[0](
-                project, budget)
-        return {"toolName": "Bash", "toolInput": {"command": command, "description": description},
-                "toolOutput": {"stdout": stdout, "stderr": stderr, "interrupted": False,
-                               "isImage": False}}
+                project, budget
+            )
+        return {
+            "toolName": "Bash",
+            "toolInput": {"command": command, "description": description},
+            "toolOutput": {
+                "stdout": stdout,
+                "stderr": stderr,
+                "interrupted": False,
+                "isImage": False,
+            },
+        }
 
-    def _pytest(self, project: str, budget: int, token: str | None = None
-                ) -> tuple[str, str, str, str]:
+    def _pytest(
+        self, project: str, budget: int, token: str | None = None
+    ) -> tuple[str, str, str, str]:
         r = self.rng
         src = self._test_file(project)
         one = r.choice(src.tests)[1]
-        command = f"pytest {src.rel} -v -k {token}" if token else r.choice([
-            f"pytest {src.rel} -v", f"python -m pytest {src.rel} -x -v",
-            f"pytest {src.rel} -v -k {one.rpartition('::')[2]}", f"pytest {src.dir} -v"])
+        command = (
+            f"pytest {src.rel} -v -k {token}"
+            if token
+            else r.choice(
+                [
+                    f"pytest {src.rel} -v",
+                    f"python -m pytest {src.rel} -x -v",
+                    f"pytest {src.rel} -v -k {one.rpartition('::')[2]}",
+                    f"pytest {src.dir} -v",
+                ]
+            )
+        )
         failed = r.random() < 0.35
-        head = ["=" * 29 + " test session starts " + "=" * 30,
-                f"platform linux -- Python 3.11.7, pytest-8.3.4, pluggy-1.5.0 -- "
-                f"/home/dev/src/{project}/.venv/bin/python",
-                f"rootdir: /home/dev/src/{project}", "configfile: pyproject.toml"]
+        head = [
+            "=" * 29 + " test session starts " + "=" * 30,
+            f"platform linux -- Python 3.11.7, pytest-8.3.4, pluggy-1.5.0 -- "
+            f"/home/dev/src/{project}/.venv/bin/python",
+            f"rootdir: /home/dev/src/{project}",
+            "configfile: pyproject.toml",
+        ]
         picked: list[tuple[SourceFile, int, str]] = []
         spent = sum(len(x) + 1 for x in head) + 250 + (budget // 3 if failed else 0)
         current, k = src, r.randrange(len(src.tests))
@@ -1028,8 +1341,11 @@ class RealisticEventFactory(EventFactory):
                 k, left = r.randrange(len(current.tests)), len(current.tests)
         if not picked:
             picked.append((src, *src.tests[0]))
-        failing = set(r.sample(range(len(picked)), min(len(picked), r.randint(1, 3)))) \
-            if failed else set()
+        failing = (
+            set(r.sample(range(len(picked)), min(len(picked), r.randint(1, 3))))
+            if failed
+            else set()
+        )
         out = [*head, f"collected {len(picked)} items", ""]
         for i, (f, _, node) in enumerate(picked):
             status = "FAILED" if i in failing else r.choices(["PASSED", "SKIPPED"], [19, 1])[0]
@@ -1041,18 +1357,23 @@ class RealisticEventFactory(EventFactory):
                 f, line, node = picked[i]
                 error, message = self._raise(project)
                 out.append(f"{'_' * 20} {node.replace('::', '.')} {'_' * 20}")
-                body = f.lines[line: line + r.randint(3, 9)]
+                body = f.lines[line : line + r.randint(3, 9)]
                 out += [f"    {x}" for x in body[:-1]] + [f">   {body[-1]}" if body else ">"]
                 inner = self._file(project)
                 at, name, _ = self._def(inner)
-                out += ["", f"{f.rel}:{line + len(body)}: ", "_ " * 20, "",
-                        f"{inner.rel}:{at + 2}: in {name}",
-                        f"    {inner.lines[min(at + 1, len(inner.lines) - 1)].strip()}",
-                        f"E   {error}: {message}"]
+                out += [
+                    "",
+                    f"{f.rel}:{line + len(body)}: ",
+                    "_ " * 20,
+                    "",
+                    f"{inner.rel}:{at + 2}: in {name}",
+                    f"    {inner.lines[min(at + 1, len(inner.lines) - 1)].strip()}",
+                    f"E   {error}: {message}",
+                ]
                 summary.append(f"FAILED {f.rel}::{node} - {error}: {message}")
             out += ["=" * 27 + " short test summary info " + "=" * 28, *summary]
         passed = len(picked) - len(failing)
-        result = (f"{len(failing)} failed, {passed} passed" if failing else f"{passed} passed")
+        result = f"{len(failing)} failed, {passed} passed" if failing else f"{passed} passed"
         out.append(f"{'=' * 20} {result} in {r.uniform(0.3, 40):.2f}s {'=' * 20}")
         return command, f"Run the tests in {src.rel}", "\n".join(out), ""
 
@@ -1062,26 +1383,36 @@ class RealisticEventFactory(EventFactory):
             src = self._file(project)
             at, name, _ = self._def(src)
             code = src.lines[min(at + self.rng.randint(1, 12), len(src.lines) - 1)].strip()
-            lines += [f'{prefix}  File "/home/dev/src/{project}/{src.rel}", line {at + 2}, '
-                      f"in {name}", f"{prefix}    {code or src.lines[at].strip()}"]
+            lines += [
+                f'{prefix}  File "/home/dev/src/{project}/{src.rel}", line {at + 2}, in {name}',
+                f"{prefix}    {code or src.lines[at].strip()}",
+            ]
         error, message = self._raise(project)
         return [*lines, f"{prefix}{error}: {message}"]
 
     def _log_line(self, project: str, prefix: str = "") -> str:
         r = self.rng
         level = r.choices(["INFO", "DEBUG", "WARNING", "ERROR"], [60, 20, 15, 5])[0]
-        return (f"{prefix}2025-06-{r.randint(10, 28)} {r.randint(0, 23):02d}:"
-                f"{r.randint(0, 59):02d}:{r.randint(0, 59):02d},{r.randint(0, 999):03d} "
-                f"{level} [{self._file(project).module}] {self._literal(project)}")
+        return (
+            f"{prefix}2025-06-{r.randint(10, 28)} {r.randint(0, 23):02d}:"
+            f"{r.randint(0, 59):02d}:{r.randint(0, 59):02d},{r.randint(0, 999):03d} "
+            f"{level} [{self._file(project).module}] {self._literal(project)}"
+        )
 
     def _python(self, project: str, budget: int) -> tuple[str, str, str, str]:
         src = self._file(project)
         _, name, _ = self._def(src)
-        command = self.rng.choice([f"python -m {src.module}", f"python {src.rel}",
-                                   f"python -c 'from {src.module} import {name}; {name}()'"])
+        command = self.rng.choice(
+            [
+                f"python -m {src.module}",
+                f"python {src.rel}",
+                f"python -c 'from {src.module} import {name}; {name}()'",
+            ]
+        )
         trace = self._traceback(project) if self.rng.random() < 0.6 else []
-        stdout = fill_lines([], budget - sum(len(x) + 1 for x in trace),
-                            lambda: self._log_line(project))
+        stdout = fill_lines(
+            [], budget - sum(len(x) + 1 for x in trace), lambda: self._log_line(project)
+        )
         return command, f"Run {src.module}", "\n".join(stdout), "\n".join(trace)
 
     def _git(self, project: str, budget: int) -> tuple[str, str, str, str]:
@@ -1089,14 +1420,19 @@ class RealisticEventFactory(EventFactory):
         kind = r.choices(["status", "diff", "log", "stat", "commit"], [25, 30, 20, 15, 10])[0]
         if kind == "status":
             changed = list(dict.fromkeys(self.work + r.sample(files, min(len(files), 5))))
-            out = [f"On branch {self.branch}",
-                   f"Your branch is up to date with 'origin/{self.branch}'.", "",
-                   "Changes not staged for commit:",
-                   '  (use "git add <file>..." to update what will be committed)',
-                   *(f"\tmodified:   {f.rel}" for f in changed[: r.randint(1, len(changed))]),
-                   "", "Untracked files:",
-                   f"\t{r.choice(files).dir}/test_{self._def(r.choice(files))[1]}.py", "",
-                   'no changes added to commit (use "git add" and/or "git commit -a")']
+            out = [
+                f"On branch {self.branch}",
+                f"Your branch is up to date with 'origin/{self.branch}'.",
+                "",
+                "Changes not staged for commit:",
+                '  (use "git add <file>..." to update what will be committed)',
+                *(f"\tmodified:   {f.rel}" for f in changed[: r.randint(1, len(changed))]),
+                "",
+                "Untracked files:",
+                f"\t{r.choice(files).dir}/test_{self._def(r.choice(files))[1]}.py",
+                "",
+                'no changes added to commit (use "git add" and/or "git commit -a")',
+            ]
             return "git status", "Show working tree status", "\n".join(out), ""
         if kind == "diff":
             out = []
@@ -1106,8 +1442,9 @@ class RealisticEventFactory(EventFactory):
                 out += self._diff(self._file(project))
             return "git diff", "Show unstaged changes", "\n".join(out), ""
         if kind == "log":
-            out = fill_lines([], budget, lambda: f"{_sha(r)} {self._commit_message(project)}",
-                             cap=200)
+            out = fill_lines(
+                [], budget, lambda: f"{_sha(r)} {self._commit_message(project)}", cap=200
+            )
             return f"git log --oneline -n {len(out)}", "Recent commits", "\n".join(out), ""
         if kind == "stat":
             picked = r.sample(files, min(len(files), max(1, budget // 70)))
@@ -1120,27 +1457,35 @@ class RealisticEventFactory(EventFactory):
             return "git diff --stat main", "Summarise the branch", "\n".join(out), ""
         message = self._commit_message(project)
         n = r.randint(1, 6)
-        out = [f"[{self.branch} {_sha(r)}] {message}",
-               f" {n} files changed, {r.randint(1, 120)} insertions(+), "
-               f"{r.randint(0, 60)} deletions(-)"]
+        out = [
+            f"[{self.branch} {_sha(r)}] {message}",
+            f" {n} files changed, {r.randint(1, 120)} insertions(+), "
+            f"{r.randint(0, 60)} deletions(-)",
+        ]
         return f"git commit -am {shlex.quote(message)}", "Commit the fix", "\n".join(out), ""
 
     def _diff(self, src: SourceFile) -> list[str]:
         r = self.rng
         at = r.randrange(len(src.lines))
-        before = src.lines[max(0, at - 3): at]
-        old = src.lines[at: at + r.randint(1, 2)]
+        before = src.lines[max(0, at - 3) : at]
+        old = src.lines[at : at + r.randint(1, 2)]
         new = self._mutate(src, old)
-        after = src.lines[at + len(old): at + len(old) + 3]
+        after = src.lines[at + len(old) : at + len(old) + 3]
         start = at - len(before) + 1
         where = src.enclosing(at)
-        return [f"diff --git a/{src.rel} b/{src.rel}", f"index {_sha(r)}..{_sha(r)} 100644",
-                f"--- a/{src.rel}", f"+++ b/{src.rel}",
-                f"@@ -{start},{len(before) + len(old) + len(after)} "
-                f"+{start},{len(before) + len(new) + len(after)} @@"
-                + (f" {src.lines[where[0]].strip()}" if where else ""),
-                *(f" {x}" for x in before), *(f"-{x}" for x in old), *(f"+{x}" for x in new),
-                *(f" {x}" for x in after)]
+        return [
+            f"diff --git a/{src.rel} b/{src.rel}",
+            f"index {_sha(r)}..{_sha(r)} 100644",
+            f"--- a/{src.rel}",
+            f"+++ b/{src.rel}",
+            f"@@ -{start},{len(before) + len(old) + len(after)} "
+            f"+{start},{len(before) + len(new) + len(after)} @@"
+            + (f" {src.lines[where[0]].strip()}" if where else ""),
+            *(f" {x}" for x in before),
+            *(f"-{x}" for x in old),
+            *(f"+{x}" for x in new),
+            *(f" {x}" for x in after),
+        ]
 
     def _commit_message(self, project: str) -> str:
         r = self.rng
@@ -1148,21 +1493,32 @@ class RealisticEventFactory(EventFactory):
         _, name, qual = self._def(src)
         error, message = self._raise(project, src)
         dist = r.choice(self.corpus.dists)
-        return r.choice([
-            f"Fix {error} in {qual}", f"{src.module}: handle '{message}'",
-            f"Add tests for {name}", f"Refactor {src.module}: split {name}",
-            f"Bump {dist[0]} to {dist[1]}", f"Merge pull request #{r.randint(10, 999)} from "
-            f"dev/{name}", f"Revert \"Refactor {qual}\"", f"Document {qual}"])
+        return r.choice(
+            [
+                f"Fix {error} in {qual}",
+                f"{src.module}: handle '{message}'",
+                f"Add tests for {name}",
+                f"Refactor {src.module}: split {name}",
+                f"Bump {dist[0]} to {dist[1]}",
+                f"Merge pull request #{r.randint(10, 999)} from dev/{name}",
+                f'Revert "Refactor {qual}"',
+                f"Document {qual}",
+            ]
+        )
 
     def _grep(self, project: str, budget: int) -> tuple[str, str, str, str]:
         r = self.rng
         src = self._file(project)
         ident = self._identifier(src)
         where = src.dir if r.random() < 0.6 else "."
-        command = r.choice([f'grep -rn "{ident}" {where}', f"rg -n {ident} {where}",
-                            f'git grep -n "{ident}"'])
-        pool = [f for f in self._files(project).files
-                if f is not src and (where == "." or f.dir == where)]
+        command = r.choice(
+            [f'grep -rn "{ident}" {where}', f"rg -n {ident} {where}", f'git grep -n "{ident}"']
+        )
+        pool = [
+            f
+            for f in self._files(project).files
+            if f is not src and (where == "." or f.dir == where)
+        ]
         candidates = [src, *r.sample(pool, min(len(pool), 60))]
         out: list[str] = []
         spent = 0
@@ -1185,33 +1541,47 @@ class RealisticEventFactory(EventFactory):
         if kind == "list":
             start = r.randrange(len(dists))
             rows = iter(dists[start:] + dists[:start])
-            out = fill_lines(["Package                   Version", "-" * 25 + " " + "-" * 12],
-                             budget, lambda: next((f"{d[0]:<25} {d[1]}" for d in rows), None))
+            out = fill_lines(
+                ["Package                   Version", "-" * 25 + " " + "-" * 12],
+                budget,
+                lambda: next((f"{d[0]:<25} {d[1]}" for d in rows), None),
+            )
             return "pip list", "List installed packages", "\n".join(out), ""
         if kind == "show":
             required_by = [d[0] for d in dists if name.lower() in (q.lower() for q in d[3])]
-            out = [f"Name: {name}", f"Version: {version}", f"Summary: {summary}",
-                   f"Location: /home/dev/src/{project}/.venv/lib/python3.11/site-packages",
-                   f"Requires: {', '.join(requires)}", f"Required-by: {', '.join(required_by)}"]
+            out = [
+                f"Name: {name}",
+                f"Version: {version}",
+                f"Summary: {summary}",
+                f"Location: /home/dev/src/{project}/.venv/lib/python3.11/site-packages",
+                f"Requires: {', '.join(requires)}",
+                f"Required-by: {', '.join(required_by)}",
+            ]
             return f"pip show {name}", f"Show {name} details", "\n".join(out), ""
         queue = [(q, name) for q in requires]
-        first = (f"Obtaining file:///home/dev/src/{project}" if kind == "editable" else
-                 f"Requirement already satisfied: {name} in {site} ({version})")
+        first = (
+            f"Obtaining file:///home/dev/src/{project}"
+            if kind == "editable"
+            else f"Requirement already satisfied: {name} in {site} ({version})"
+        )
 
         def more() -> str | None:
             while queue:
                 req, parent = queue.pop(0)
                 ver = self.corpus.versions.get(req.lower())
                 if ver:
-                    return f"Requirement already satisfied: {req} in {site} (from {parent}) " \
-                           f"({ver})"
+                    return f"Requirement already satisfied: {req} in {site} (from {parent}) ({ver})"
             return None
 
         out = fill_lines([first], budget, more)
         if kind == "editable":
             out.append(f"Successfully installed {project}-0.{r.randint(1, 9)}.0")
-        return ("pip install -e ." if kind == "editable" else f"pip install {name}",
-                "Install dependencies", "\n".join(out), "")
+        return (
+            "pip install -e ." if kind == "editable" else f"pip install {name}",
+            "Install dependencies",
+            "\n".join(out),
+            "",
+        )
 
     def _docker(self, project: str, budget: int) -> tuple[str, str, str, str]:
         r = self.rng
@@ -1219,26 +1589,43 @@ class RealisticEventFactory(EventFactory):
         kind = r.choices(["logs", "ps", "build"], [60, 15, 25])[0]
         if kind == "ps":
             out = ["NAME" + " " * 20 + "IMAGE" + " " * 22 + "SERVICE    STATUS"]
-            out += [f"{project}-{s}-1".ljust(24) + f"{project}-{s}:dev".ljust(27)
-                    + f"{s:<10} {r.choice(['Up 2 hours', 'Up 5 minutes', 'Restarting (1)'])}"
-                    for s in SERVICES]
+            out += [
+                f"{project}-{s}-1".ljust(24)
+                + f"{project}-{s}:dev".ljust(27)
+                + f"{s:<10} {r.choice(['Up 2 hours', 'Up 5 minutes', 'Restarting (1)'])}"
+                for s in SERVICES
+            ]
             return "docker compose ps", "List containers", "\n".join(out), ""
         if kind == "build":
             dists = self.corpus.dists
-            out = ["#1 [internal] load build definition from Dockerfile",
-                   "#5 [3/6] COPY requirements.txt .", "#6 [4/6] RUN pip install -r "
-                   "requirements.txt"]
-            out = fill_lines(out, budget - 80, lambda: (
-                f"#6 {r.uniform(0.5, 60):.3f} Collecting {(d := r.choice(dists))[0]}=={d[1]}"))
-            out += [f"#7 [5/6] COPY {self._file(project).dir} ./", "#8 exporting to image",
-                    f"#8 naming to docker.io/library/{project}:dev done"]
+            out = [
+                "#1 [internal] load build definition from Dockerfile",
+                "#5 [3/6] COPY requirements.txt .",
+                "#6 [4/6] RUN pip install -r requirements.txt",
+            ]
+            out = fill_lines(
+                out,
+                budget - 80,
+                lambda: (
+                    f"#6 {r.uniform(0.5, 60):.3f} Collecting {(d := r.choice(dists))[0]}=={d[1]}"
+                ),
+            )
+            out += [
+                f"#7 [5/6] COPY {self._file(project).dir} ./",
+                "#8 exporting to image",
+                f"#8 naming to docker.io/library/{project}:dev done",
+            ]
             return f"docker build -t {project}:dev .", "Build the image", "\n".join(out), ""
         prefix = f"{service}-1  | "
         out = fill_lines([], budget, lambda: self._log_line(project, prefix))
         if r.random() < 0.3:
-            out[len(out) // 2: len(out) // 2] = self._traceback(project, prefix)
-        return (f"docker compose logs {service} --tail {len(out)}", f"Show {service} logs",
-                "\n".join(out), "")
+            out[len(out) // 2 : len(out) // 2] = self._traceback(project, prefix)
+        return (
+            f"docker compose logs {service} --tail {len(out)}",
+            f"Show {service} logs",
+            "\n".join(out),
+            "",
+        )
 
     def _npm(self, project: str, budget: int) -> tuple[str, str, str, str]:
         r, packages = self.rng, self.corpus.npm
@@ -1246,23 +1633,43 @@ class RealisticEventFactory(EventFactory):
         if kind == "ls":
             start = r.randrange(len(packages))
             rows = iter(packages[start:] + packages[:start])
-            out = fill_lines([f"{project}@1.0.0 /home/dev/src/{project}"], budget,
-                             lambda: next((f"├── {n}@{v}" for n, v, _ in rows), None))
+            out = fill_lines(
+                [f"{project}@1.0.0 /home/dev/src/{project}"],
+                budget,
+                lambda: next((f"├── {n}@{v}" for n, v, _ in rows), None),
+            )
             return "npm ls", "List JavaScript dependencies", "\n".join(out), ""
         if kind == "outdated":
             out = ["Package" + " " * 20 + "Current  Wanted   Latest"]
-            out = fill_lines(out, budget, lambda: (
-                f"{(p := r.choice(packages))[0]:<27}{p[1]:<9}{p[1]:<9}"
-                f"{int(p[1].split('.')[0] or 0) + 1 if p[1][:1].isdigit() else p[1]}.0.0"))
+            out = fill_lines(
+                out,
+                budget,
+                lambda: (
+                    f"{(p := r.choice(packages))[0]:<27}{p[1]:<9}{p[1]:<9}"
+                    f"{int(p[1].split('.')[0] or 0) + 1 if p[1][:1].isdigit() else p[1]}.0.0"
+                ),
+            )
             return "npm outdated", "Check outdated packages", "\n".join(out), ""
         name = r.choice(packages)[0]
-        warns = fill_lines([], budget - 200, lambda: (
-            f"npm warn deprecated {(p := r.choice(packages))[0]}@{p[1]}: {p[2] or 'unsupported'}"),
-            cap=r.randint(0, 12))
-        out = [*warns, "", f"added {r.randint(1, 400)} packages, and audited "
-               f"{r.randint(400, 900)} packages in {r.randint(2, 40)}s", "",
-               f"{r.randint(10, 90)} packages are looking for funding",
-               "  run `npm fund` for details", "", "found 0 vulnerabilities"]
+        warns = fill_lines(
+            [],
+            budget - 200,
+            lambda: (
+                f"npm warn deprecated {(p := r.choice(packages))[0]}@{p[1]}: {p[2] or 'unsupported'}"
+            ),
+            cap=r.randint(0, 12),
+        )
+        out = [
+            *warns,
+            "",
+            f"added {r.randint(1, 400)} packages, and audited "
+            f"{r.randint(400, 900)} packages in {r.randint(2, 40)}s",
+            "",
+            f"{r.randint(10, 90)} packages are looking for funding",
+            "  run `npm fund` for details",
+            "",
+            "found 0 vulnerabilities",
+        ]
         return f"npm install {name}", f"Install {name}", "\n".join(out), ""
 
     def _lint(self, project: str, budget: int) -> tuple[str, str, str, str]:
@@ -1285,21 +1692,29 @@ class RealisticEventFactory(EventFactory):
                 idents = identifiers(stripped)
                 if mypy:
                     if stripped.startswith(("def ", "async def ")):
-                        text = (f"{f.rel}:{i + 1}: error: Function is missing a return type "
-                                f"annotation  [no-untyped-def]")
+                        text = (
+                            f"{f.rel}:{i + 1}: error: Function is missing a return type "
+                            f"annotation  [no-untyped-def]"
+                        )
                     elif idents:
-                        text = (f'{f.rel}:{i + 1}: error: Item "None" of "{r.choice(idents)} | '
-                                f'None" has no attribute "{r.choice(idents)}"  [union-attr]')
+                        text = (
+                            f'{f.rel}:{i + 1}: error: Item "None" of "{r.choice(idents)} | '
+                            f'None" has no attribute "{r.choice(idents)}"  [union-attr]'
+                        )
                     else:
                         continue
                 elif found:
-                    text = (f"{f.rel}:{i + 1}:{col}: F401 [*] `{found.group(1) or found.group(2)}`"
-                            f" imported but unused")
+                    text = (
+                        f"{f.rel}:{i + 1}:{col}: F401 [*] `{found.group(1) or found.group(2)}`"
+                        f" imported but unused"
+                    )
                 elif len(line) > 88:
                     text = f"{f.rel}:{i + 1}:89: E501 Line too long ({len(line)} > 88)"
                 elif idents:
-                    text = (f"{f.rel}:{i + 1}:{col}: F841 Local variable `{r.choice(idents)}` "
-                            f"is assigned to but never used")
+                    text = (
+                        f"{f.rel}:{i + 1}:{col}: F841 Local variable `{r.choice(idents)}` "
+                        f"is assigned to but never used"
+                    )
                 else:
                     continue
                 out.append(text)
@@ -1307,11 +1722,15 @@ class RealisticEventFactory(EventFactory):
             if spent >= budget:
                 break
         if mypy:
-            out.append(f"Found {len(out)} errors in {checked} files (checked "
-                       f"{checked + r.randint(0, 40)} source files)")
+            out.append(
+                f"Found {len(out)} errors in {checked} files (checked "
+                f"{checked + r.randint(0, 40)} source files)"
+            )
             return f"mypy {where}", "Type-check", "\n".join(out), ""
-        out += [f"Found {len(out)} errors.", f"[*] {r.randint(0, len(out))} fixable with the "
-                f"`--fix` option."]
+        out += [
+            f"Found {len(out)} errors.",
+            f"[*] {r.randint(0, len(out))} fixable with the `--fix` option.",
+        ]
         return f"ruff check {where}", "Lint", "\n".join(out), ""
 
 
@@ -1325,10 +1744,10 @@ def new_factory(seed: int, prefix: str) -> EventFactory:
     return RealisticEventFactory(seed, prefix, CORPUS)
 
 
-
 # --------------------------------------------------------------------------------------------
 # The stack under test
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Stack:
@@ -1346,9 +1765,10 @@ class Stack:
     def check_alive(self) -> None:
         for proc in self.procs:
             if proc.popen.poll() is not None:
-                raise RuntimeError(f"{proc.role} (pid {proc.pid}) exited with "
-                                   f"{proc.popen.returncode}; see the log tail:\n"
-                                   + tail(proc.log_path))
+                raise RuntimeError(
+                    f"{proc.role} (pid {proc.pid}) exited with "
+                    f"{proc.popen.returncode}; see the log tail:\n" + tail(proc.log_path)
+                )
 
 
 def tail(path: Path, lines: int = 25) -> str:
@@ -1360,13 +1780,16 @@ def tail(path: Path, lines: int = 25) -> str:
 
 def base_env(root: Path, broker: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update({
-        "ENGRAM_SECRET": SECRET,
-        "ENGRAM_DATA_DIR": str(root / "data"), "ENGRAM_CONFIG_DIR": str(root / "config"),
-        # A stale editable install can make `api` resolve as a namespace package; putting the
-        # repository first on the path runs the checked-out code whatever the install says.
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    })
+    env.update(
+        {
+            "ENGRAM_SECRET": SECRET,
+            "ENGRAM_DATA_DIR": str(root / "data"),
+            "ENGRAM_CONFIG_DIR": str(root / "config"),
+            # A stale editable install can make `api` resolve as a namespace package; putting the
+            # repository first on the path runs the checked-out code whatever the install says.
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+    )
     if broker:
         env["ENGRAM_BROKER_URL"] = broker
     return env
@@ -1394,29 +1817,48 @@ def start_stack(mode: str, args: argparse.Namespace) -> Stack:
     TEMP_DIRS.append(root)
     log_dir = root / "logs"
     log_dir.mkdir()
-    broker = f"redis://127.0.0.1:{args.redis_port}/{args.redis_db}" if mode == "distributed" \
-        else None
+    broker = (
+        f"redis://127.0.0.1:{args.redis_port}/{args.redis_db}" if mode == "distributed" else None
+    )
     env = base_env(root, broker)
     port = free_port()
     serve = spawn("serve", [ENGRAM, "serve", "--port", str(port), *dir_args(root)], env, log_dir)
     stack = Stack(mode, port, root, serve)
     probe = Api(port, timeout=5)
-    up = wait_until("GET /v1/livez", lambda: probe.call("GET", "/v1/livez").status == 200,
-                    stack, STARTUP_TIMEOUT_S)
+    up = wait_until(
+        "GET /v1/livez",
+        lambda: probe.call("GET", "/v1/livez").status == 200,
+        stack,
+        STARTUP_TIMEOUT_S,
+    )
     log(f"  gateway answers /v1/livez after {up:.1f}s")
     if mode == "distributed":
         for i in (1, 2):
-            stack.workers.append(spawn(f"worker{i}", [
-                ENGRAM, "worker", "--concurrency", "1", "--name", f"bench{i}@%h",
-                *dir_args(root)], env, log_dir))
+            stack.workers.append(
+                spawn(
+                    f"worker{i}",
+                    [
+                        ENGRAM,
+                        "worker",
+                        "--concurrency",
+                        "1",
+                        "--name",
+                        f"bench{i}@%h",
+                        *dir_args(root),
+                    ],
+                    env,
+                    log_dir,
+                )
+            )
         stack.beat = spawn("beat", [ENGRAM, "beat", *dir_args(root)], env, log_dir)
 
         def two_workers() -> bool:
             status = probe.call("GET", "/v1/status").data or {}
             return int(status.get("workers", {}).get("alive", 0)) >= 2
 
-        ready = wait_until("2 workers answering in /v1/status", two_workers, stack,
-                           STARTUP_TIMEOUT_S)
+        ready = wait_until(
+            "2 workers answering in /v1/status", two_workers, stack, STARTUP_TIMEOUT_S
+        )
         log(f"  two workers answer ping after {ready:.1f}s more")
     probe.close()
     return stack
@@ -1447,21 +1889,26 @@ def memory_snapshot(stack: Stack) -> dict[str, tuple[float, float, int]]:
     snap = {"serve": tree_mem_mb(stack.serve.pid)}
     if stack.workers:
         totals = [tree_mem_mb(w.pid) for w in stack.workers]
-        snap["workers"] = (sum(t[0] for t in totals), sum(t[1] for t in totals),
-                           sum(t[2] for t in totals))
+        snap["workers"] = (
+            sum(t[0] for t in totals),
+            sum(t[1] for t in totals),
+            sum(t[2] for t in totals),
+        )
     if stack.beat:
         snap["beat"] = tree_mem_mb(stack.beat.pid)
     return snap
 
 
 def fmt_mem(snap: dict[str, tuple[float, float, int]]) -> str:
-    return ", ".join(f"{role} {rss:.0f} MB (peak {hwm:.0f}, {n} proc)"
-                     for role, (rss, hwm, n) in snap.items())
+    return ", ".join(
+        f"{role} {rss:.0f} MB (peak {hwm:.0f}, {n} proc)" for role, (rss, hwm, n) in snap.items()
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Measurements
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class SendResult:
@@ -1539,17 +1986,27 @@ class SearchableTracker:
                 batch = sorted(self.pending, key=self.pending.get)[:8]  # type: ignore[arg-type]
             if batch:
                 try:
-                    reply = self.api.call("POST", "/v1/search", {
-                        "query": " ".join(batch), "project": TOKEN_PROJECT, "mode": "bm25",
-                        "limit": 50})
+                    reply = self.api.call(
+                        "POST",
+                        "/v1/search",
+                        {
+                            "query": " ".join(batch),
+                            "project": TOKEN_PROJECT,
+                            "mode": "bm25",
+                            "limit": 50,
+                        },
+                    )
                 except (OSError, http.client.HTTPException) as exc:
                     self.errors += 1
                     self.last_error = repr(exc)
                     time.sleep(0.5)
                     continue
                 seen = time.perf_counter()
-                texts = " ".join(i.get("text", "") for i in (reply.data or {}).get("items", [])) \
-                    if reply.status == 200 else ""
+                texts = (
+                    " ".join(i.get("text", "") for i in (reply.data or {}).get("items", []))
+                    if reply.status == 200
+                    else ""
+                )
                 with self.lock:
                     for token in batch:
                         if token in texts:
@@ -1565,9 +2022,15 @@ class SearchableTracker:
         self.api.close()
 
 
-def send_concurrent(port: int, seed: int, prefix: str, count: int, threads: int,
-                    tracker: SearchableTracker | None = None, probe_every: int = 50
-                    ) -> SendResult:
+def send_concurrent(
+    port: int,
+    seed: int,
+    prefix: str,
+    count: int,
+    threads: int,
+    tracker: SearchableTracker | None = None,
+    probe_every: int = 50,
+) -> SendResult:
     """``count`` events from ``threads`` clients, each on its own keep-alive connection."""
     results = [SendResult() for _ in range(threads)]
     errors: list[BaseException] = []
@@ -1577,8 +2040,7 @@ def send_concurrent(port: int, seed: int, prefix: str, count: int, threads: int,
             api, factory = Api(port), new_factory(seed * 1000 + i, f"{prefix}{i}")
             rng = random.Random(seed * 7 + i)
             for n in range(count // threads + (i < count % threads)):
-                token = new_token(rng) if tracker and n % probe_every == probe_every // 2 \
-                    else None
+                token = new_token(rng) if tracker and n % probe_every == probe_every // 2 else None
                 reply = post_event(api, factory.next(token), results[i])
                 if token and reply.status == 201:
                     tracker.add(token, time.perf_counter())  # type: ignore[union-attr]
@@ -1641,11 +2103,15 @@ def searchable_idle(port: int, samples: int, seed: int) -> tuple[list[float], in
             missing += 1
             continue
         while True:
-            found = api.call("POST", "/v1/search", {"query": token, "project": TOKEN_PROJECT,
-                                                    "mode": "bm25", "limit": 5})
+            found = api.call(
+                "POST",
+                "/v1/search",
+                {"query": token, "project": TOKEN_PROJECT, "mode": "bm25", "limit": 5},
+            )
             now = time.perf_counter()
-            if found.status == 200 and any(token in i.get("text", "")
-                                           for i in found.data.get("items", [])):
+            if found.status == 200 and any(
+                token in i.get("text", "") for i in found.data.get("items", [])
+            ):
                 delays.append(now - accepted)
                 break
             if now - accepted > SEARCHABLE_TIMEOUT_S:
@@ -1659,17 +2125,22 @@ def searchable_idle(port: int, samples: int, seed: int) -> tuple[list[float], in
 @dataclass
 class SearchStats:
     """Search latency at one corpus size, overall and per query source."""
+
     dist: Dist
     mean_hits: float
-    zero_hits: int                  # queries answered 200 with no item
+    zero_hits: int  # queries answered 200 with no item
     statuses: Counter
     by_source: dict[str, tuple[Dist, float, int]]  # source -> (latency, mean hits, zero hits)
 
     def line(self) -> str:
-        parts = [f"{self.dist.line()}; mean hits {self.mean_hits:.1f}; 0 hits "
-                 f"{self.zero_hits}/{self.dist.n}; statuses {dict(self.statuses)}"]
-        parts += [f"\n      {source} queries: {d.line()}; mean hits {h:.1f}; 0 hits {z}/{d.n}"
-                  for source, (d, h, z) in sorted(self.by_source.items())]
+        parts = [
+            f"{self.dist.line()}; mean hits {self.mean_hits:.1f}; 0 hits "
+            f"{self.zero_hits}/{self.dist.n}; statuses {dict(self.statuses)}"
+        ]
+        parts += [
+            f"\n      {source} queries: {d.line()}; mean hits {h:.1f}; 0 hits {z}/{d.n}"
+            for source, (d, h, z) in sorted(self.by_source.items())
+        ]
         return "".join(parts)
 
 
@@ -1703,13 +2174,17 @@ def search_latency(port: int, queries: int, seed: int) -> SearchStats:
 
     def summary(rows: list[tuple[float, int]]) -> tuple[Dist, float, int]:
         answered = [h for _, h in rows if h >= 0]
-        return (Dist.of([s for s, _ in rows]),
-                sum(answered) / len(answered) if answered else 0.0, answered.count(0))
+        return (
+            Dist.of([s for s, _ in rows]),
+            sum(answered) / len(answered) if answered else 0.0,
+            answered.count(0),
+        )
 
     every = [row for rows in samples.values() for row in rows]
     dist, mean_hits, zero = summary(every)
-    return SearchStats(dist, mean_hits, zero, statuses,
-                       {source: summary(rows) for source, rows in samples.items()})
+    return SearchStats(
+        dist, mean_hits, zero, statuses, {source: summary(rows) for source, rows in samples.items()}
+    )
 
 
 def store_sizes(port: int) -> dict[str, int]:
@@ -1725,6 +2200,7 @@ def store_sizes(port: int) -> dict[str, int]:
 # Loading a corpus: through /v1/observe (real path) or /v1/import (bulk)
 # --------------------------------------------------------------------------------------------
 
+
 def export_observation(body: dict[str, Any]) -> dict[str, Any]:
     """An export-document observation for one observe body, compressed as a worker would."""
     from engram.compress import compress
@@ -1733,12 +2209,23 @@ def export_observation(body: dict[str, Any]) -> dict[str, Any]:
     event_id = body["eventId"]
     obs_id = "obs_" + hashlib.sha256(event_id.encode()).hexdigest()[:24]
     return {
-        "id": obs_id, "eventId": event_id, "sessionId": body["sessionId"],
-        "project": body["project"], "host": body["host"], "hookType": body["hookType"],
-        "kind": c.kind, "toolName": body.get("toolName"), "title": c.title, "text": c.text,
-        "filesRead": list(c.files_read), "filesModified": list(c.files_modified),
-        "commands": list(c.commands), "errors": list(c.errors), "concepts": list(c.concepts),
-        "createdAt": body["timestamp"], "storedAt": body["timestamp"],
+        "id": obs_id,
+        "eventId": event_id,
+        "sessionId": body["sessionId"],
+        "project": body["project"],
+        "host": body["host"],
+        "hookType": body["hookType"],
+        "kind": c.kind,
+        "toolName": body.get("toolName"),
+        "title": c.title,
+        "text": c.text,
+        "filesRead": list(c.files_read),
+        "filesModified": list(c.files_modified),
+        "commands": list(c.commands),
+        "errors": list(c.errors),
+        "concepts": list(c.concepts),
+        "createdAt": body["timestamp"],
+        "storedAt": body["timestamp"],
     }
 
 
@@ -1747,8 +2234,13 @@ def load_by_import(port: int, count: int, seed: int, prefix: str) -> tuple[float
     watch, sent = Stopwatch(), 0
     while sent < count:
         chunk = [export_observation(factory.next()) for _ in range(min(IMPORT_CHUNK, count - sent))]
-        document = {"format": "engram-export", "version": 1, "sessions": [],
-                    "observations": chunk, "memories": []}
+        document = {
+            "format": "engram-export",
+            "version": 1,
+            "sessions": [],
+            "observations": chunk,
+            "memories": [],
+        }
         reply = api.call("POST", "/v1/import", {"data": document, "strategy": "merge"})
         statuses[reply.status] += 1
         if reply.status != 200:
@@ -1763,6 +2255,7 @@ def load_by_import(port: int, count: int, seed: int, prefix: str) -> tuple[float
 # --------------------------------------------------------------------------------------------
 # One mode, start to finish
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class ModeReport:
@@ -1786,8 +2279,9 @@ class ModeReport:
     error: str | None = None
 
 
-def bring_to_size(stack: Stack, report: ModeReport, target: int, have: int,
-                  args: argparse.Namespace, seed: int) -> int:
+def bring_to_size(
+    stack: Stack, report: ModeReport, target: int, have: int, args: argparse.Namespace, seed: int
+) -> int:
     """Add observations until ``target``; returns the new total. Picks observe or import."""
     missing = target - have
     if missing <= 0:
@@ -1797,9 +2291,11 @@ def bring_to_size(stack: Stack, report: ModeReport, target: int, have: int,
     method = args.load
     if method == "auto":
         method = "observe" if estimate <= args.load_budget else "import"
-    log(f"  loading {missing} observations to reach {target} via POST /v1/"
+    log(
+        f"  loading {missing} observations to reach {target} via POST /v1/"
         f"{'observe' if method == 'observe' else 'import'} (estimated observe path: "
-        f"{estimate:.0f}s at {rate:.0f} ev/s; budget {args.load_budget:.0f}s)")
+        f"{estimate:.0f}s at {rate:.0f} ev/s; budget {args.load_budget:.0f}s)"
+    )
     watch = Stopwatch()
     if method == "observe":
         sent = send_concurrent(stack.port, seed, f"load{target}-", missing, args.threads)
@@ -1808,16 +2304,20 @@ def bring_to_size(stack: Stack, report: ModeReport, target: int, have: int,
         rate_now = sent.accepted / total if total else 0.0
         report.load_rates.append(rate_now)
         report.dead = counts.get("dead", 0)
-        note = (f"observe: {sent.accepted} accepted in {sent.seconds:.1f}s "
-                f"({sent.accepted / sent.seconds:.0f} ev/s accepted), drained {drain:.1f}s later; "
-                f"{rate_now:.0f} ev/s stored end to end; 503 inbox_full retries "
-                f"{sent.inbox_full_retries}; statuses {dict(sent.statuses)}")
+        note = (
+            f"observe: {sent.accepted} accepted in {sent.seconds:.1f}s "
+            f"({sent.accepted / sent.seconds:.0f} ev/s accepted), drained {drain:.1f}s later; "
+            f"{rate_now:.0f} ev/s stored end to end; 503 inbox_full retries "
+            f"{sent.inbox_full_retries}; statuses {dict(sent.statuses)}"
+        )
         if sent.failures:
             note += f"; failures: {sent.failures}"
     else:
         seconds, statuses = load_by_import(stack.port, missing, seed, f"imp{target}-")
-        note = (f"import: {missing} observations in {seconds:.1f}s "
-                f"({missing / seconds:.0f}/s, chunks of {IMPORT_CHUNK}); statuses {dict(statuses)}")
+        note = (
+            f"import: {missing} observations in {seconds:.1f}s "
+            f"({missing / seconds:.0f}/s, chunks of {IMPORT_CHUNK}); statuses {dict(statuses)}"
+        )
     report.loads.append(f"to {target}: {note}")
     log(f"    {note}")
     return target
@@ -1856,16 +2356,19 @@ def run_mode(mode: str, args: argparse.Namespace) -> ModeReport:
         report.error = f"{type(exc).__name__}: {exc}"
         for proc in stack.procs:
             if proc.popen.poll() is not None:
-                report.error += (f"\n  {proc.role} (pid {proc.pid}) had exited with "
-                                 f"{proc.popen.returncode}; its log ends:\n"
-                                 + tail(proc.log_path, 40))
+                report.error += (
+                    f"\n  {proc.role} (pid {proc.pid}) had exited with "
+                    f"{proc.popen.returncode}; its log ends:\n" + tail(proc.log_path, 40)
+                )
         log(f"  FAILED: {report.error}")
     finally:
         for proc in stack.procs:
             n_err, n_tb, lines = log_problems(proc)
             if n_err or n_tb or lines:
-                report.log_notes.append(f"{proc.role}: {n_err} ERROR lines, {n_tb} tracebacks"
-                                        + "".join(f"\n      {ln[:240]}" for ln in lines))
+                report.log_notes.append(
+                    f"{proc.role}: {n_err} ERROR lines, {n_tb} tracebacks"
+                    + "".join(f"\n      {ln[:240]}" for ln in lines)
+                )
         stop_stack(stack)
         if args.keep_logs:
             log(f"  logs kept in {stack.root / 'logs'}")
@@ -1884,8 +2387,7 @@ def measure(stack: Stack, report: ModeReport, args: argparse.Namespace, seed: in
 
     log(f"  sequential observe x{args.observe_count} (one keep-alive connection)")
     report.seq = send_sequential(stack.port, new_factory(seed, f"seq{seed}"), args.observe_count)
-    log(f"    latency {Dist.of(report.seq.latencies).line()}; statuses "
-        f"{dict(report.seq.statuses)}")
+    log(f"    latency {Dist.of(report.seq.latencies).line()}; statuses {dict(report.seq.statuses)}")
     drain, _ = wait_drained(stack)
     log(f"    drained {drain:.1f}s after the last request")
 
@@ -1898,43 +2400,58 @@ def measure(stack: Stack, report: ModeReport, args: argparse.Namespace, seed: in
     tracker = SearchableTracker(stack.port)
     tracker.start()
     watch = Stopwatch()
-    report.burst = send_concurrent(stack.port, seed + 10, f"burst{seed}-", burst_n, args.threads,
-                                   tracker)
-    log(f"    {report.burst.accepted} accepted in {report.burst.seconds:.2f}s = "
+    report.burst = send_concurrent(
+        stack.port, seed + 10, f"burst{seed}-", burst_n, args.threads, tracker
+    )
+    log(
+        f"    {report.burst.accepted} accepted in {report.burst.seconds:.2f}s = "
         f"{report.burst.accepted / report.burst.seconds:.0f} ev/s; latency "
-        f"{Dist.of(report.burst.latencies).line()}; statuses {dict(report.burst.statuses)}")
+        f"{Dist.of(report.burst.latencies).line()}; statuses {dict(report.burst.statuses)}"
+    )
     report.burst_drain_s, counts = wait_drained(stack)
     end_to_end = watch.elapsed()
     report.burst_process_rate = report.burst.accepted / end_to_end
     report.dead = counts.get("dead", 0)
     tracker.finish()
-    report.load_searchable, report.load_missing = tracker.delays, tracker.missing + len(
-        tracker.pending)
-    log(f"    drained {report.burst_drain_s:.1f}s after the last accept; processing "
-        f"{report.burst_process_rate:.0f} ev/s end to end; dead letters {report.dead}")
-    log(f"    accept->searchable under load {Dist.of(report.load_searchable).line()}; "
-        f"not found {report.load_missing}; search errors {tracker.errors} {tracker.last_error}")
+    report.load_searchable, report.load_missing = (
+        tracker.delays,
+        tracker.missing + len(tracker.pending),
+    )
+    log(
+        f"    drained {report.burst_drain_s:.1f}s after the last accept; processing "
+        f"{report.burst_process_rate:.0f} ev/s end to end; dead letters {report.dead}"
+    )
+    log(
+        f"    accept->searchable under load {Dist.of(report.load_searchable).line()}; "
+        f"not found {report.load_missing}; search errors {tracker.errors} {tracker.last_error}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Output
 # --------------------------------------------------------------------------------------------
 
-def print_table(reports: list[ModeReport], args: argparse.Namespace, command: str,
-                total_s: float) -> None:
+
+def print_table(
+    reports: list[ModeReport], args: argparse.Namespace, command: str, total_s: float
+) -> None:
     print()
     print("=" * 100)
     print("Engram spine benchmark")
     for line in machine_lines():
         print(line)
     print(f"command: {command}")
-    print(f"run:     {total_s:.0f}s total; threads={args.threads} probes={args.probes} "
-          f"queries={args.queries}; search limit 10, mode bm25, project-scoped")
+    print(
+        f"run:     {total_s:.0f}s total; threads={args.threads} probes={args.probes} "
+        f"queries={args.queries}; search limit 10, mode bm25, project-scoped"
+    )
     print(f"corpus:  {corpus_line(args)}")
     if CORPUS is not None:
-        print(f"queries: {1 - CODE_QUERY_SHARE:.0%} drawn from the project's own files "
-              f"(identifiers on a line, module + function, error type + message words, test "
-              f"names), {CODE_QUERY_SHARE:.0%} the code-ish list (e.g. {QUERIES[0]!r})")
+        print(
+            f"queries: {1 - CODE_QUERY_SHARE:.0%} drawn from the project's own files "
+            f"(identifiers on a line, module + function, error type + message words, test "
+            f"names), {CODE_QUERY_SHARE:.0%} the code-ish list (e.g. {QUERIES[0]!r})"
+        )
     print("=" * 100)
     cols = [r.mode for r in reports]
     rows: list[tuple[str, list[str]]] = []
@@ -1952,36 +2469,54 @@ def print_table(reports: list[ModeReport], args: argparse.Namespace, command: st
     row("observe seq p50/p95/p99 ms", lambda r: Dist.of(r.seq.latencies).short())
     row("observe seq max ms", lambda r: f"{Dist.of(r.seq.latencies).max:.1f}")
     row("observe seq statuses", lambda r: _statuses(r.seq.statuses))
-    row("observe body bytes min/p50/max", lambda r: "/".join(
-        str(int(percentile(r.seq.body_bytes, q))) for q in (0, 50, 100)))
-    row(f"observe {args.threads} thr accepted ev/s",
-        lambda r: f"{r.burst.accepted / r.burst.seconds:.0f}")
+    row(
+        "observe body bytes min/p50/max",
+        lambda r: "/".join(str(int(percentile(r.seq.body_bytes, q))) for q in (0, 50, 100)),
+    )
+    row(
+        f"observe {args.threads} thr accepted ev/s",
+        lambda r: f"{r.burst.accepted / r.burst.seconds:.0f}",
+    )
     row(f"observe {args.threads} thr p50/p95/p99 ms", lambda r: Dist.of(r.burst.latencies).short())
     row(f"observe {args.threads} thr max ms", lambda r: f"{Dist.of(r.burst.latencies).max:.1f}")
     row("observe burst statuses", lambda r: _statuses(r.burst.statuses))
     row("burst drain after last accept (s)", lambda r: f"{r.burst_drain_s:.1f}")
     row("processing ev/s (burst, e2e)", lambda r: f"{r.burst_process_rate:.0f}")
-    row("processing ev/s (bulk load, e2e)",
-        lambda r: ", ".join(f"{x:.0f}" for x in r.load_rates) or "-")
-    row("accept->searchable idle p50/p95 ms",
-        lambda r: Dist.of(r.idle_searchable).short(False) + _missing(r.idle_missing))
-    row("accept->searchable load p50/p95 ms",
-        lambda r: Dist.of(r.load_searchable).short(False) + _missing(r.load_missing))
+    row(
+        "processing ev/s (bulk load, e2e)",
+        lambda r: ", ".join(f"{x:.0f}" for x in r.load_rates) or "-",
+    )
+    row(
+        "accept->searchable idle p50/p95 ms",
+        lambda r: Dist.of(r.idle_searchable).short(False) + _missing(r.idle_missing),
+    )
+    row(
+        "accept->searchable load p50/p95 ms",
+        lambda r: Dist.of(r.load_searchable).short(False) + _missing(r.load_missing),
+    )
     row("dead letters", lambda r: str(r.dead))
     for size in args.sizes:
         row(f"observations stored @{size}", lambda r, s=size: str(r.stored[s].get("observations")))
         row(f"search p50/p95 ms @{size}", lambda r, s=size: r.search[s].dist.short(False))
-        row(f"search p99/max ms @{size}",
-            lambda r, s=size: f"{r.search[s].dist.p99:.1f}/{r.search[s].dist.max:.1f}")
+        row(
+            f"search p99/max ms @{size}",
+            lambda r, s=size: f"{r.search[s].dist.p99:.1f}/{r.search[s].dist.max:.1f}",
+        )
         row(f"search mean hits @{size}", lambda r, s=size: f"{r.search[s].mean_hits:.1f}")
-        row(f"search 0-hit queries @{size}",
-            lambda r, s=size: f"{r.search[s].zero_hits}/{r.search[s].dist.n}")
+        row(
+            f"search 0-hit queries @{size}",
+            lambda r, s=size: f"{r.search[s].zero_hits}/{r.search[s].dist.n}",
+        )
         if CORPUS is not None:
             for source in ("corpus", "code-ish"):
-                row(f"  {source} queries p50/p95 ms @{size}",
-                    lambda r, s=size, q=source: r.search[s].by_source[q][0].short(False))
-                row(f"  {source} queries mean hits @{size}",
-                    lambda r, s=size, q=source: f"{r.search[s].by_source[q][1]:.1f}")
+                row(
+                    f"  {source} queries p50/p95 ms @{size}",
+                    lambda r, s=size, q=source: r.search[s].by_source[q][0].short(False),
+                )
+                row(
+                    f"  {source} queries mean hits @{size}",
+                    lambda r, s=size, q=source: f"{r.search[s].by_source[q][1]:.1f}",
+                )
     for key in ["idle", *map(str, args.sizes)]:
         row(f"RSS serve MB @{key}", lambda r, k=key: _mem(r, k, "serve"))
         if any(r.mode == "distributed" for r in reports):
@@ -1993,8 +2528,10 @@ def print_table(reports: list[ModeReport], args: argparse.Namespace, command: st
     for label, values in rows:
         print(label.ljust(width) + "".join(v.rjust(colw) for v in values))
     print()
-    print("RSS: VmRSS of the process (workers: both `engram worker` processes plus their prefork "
-          "children), '(peak)' = VmHWM.")
+    print(
+        "RSS: VmRSS of the process (workers: both `engram worker` processes plus their prefork "
+        "children), '(peak)' = VmHWM."
+    )
     for r in reports:
         print(f"[{r.mode}] corpus loading:")
         for line in r.loads or ["(none)"]:
@@ -2010,9 +2547,11 @@ def print_table(reports: list[ModeReport], args: argparse.Namespace, command: st
 def corpus_line(args: argparse.Namespace) -> str:
     if CORPUS is not None:
         return CORPUS.describe()
-    return ("dense: WORST CASE, synthetic bodies from a ~70-word vocabulary (MODULES, FUNCS, "
-            "KEYS, WORDS): every query word is in 20-50% of all documents, so a BM25 OR-query "
-            "visits most of the index; real observations are far more varied")
+    return (
+        "dense: WORST CASE, synthetic bodies from a ~70-word vocabulary (MODULES, FUNCS, "
+        "KEYS, WORDS): every query word is in 20-50% of all documents, so a BM25 OR-query "
+        "visits most of the index; real observations are far more varied"
+    )
 
 
 def _statuses(c: Counter) -> str:
@@ -2034,43 +2573,77 @@ def _mem(r: ModeReport, key: str, role: str) -> str:
 # Entry point
 # --------------------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Prints progress lines, then one table.")
-    p.add_argument("--sizes", default="10000,50000",
-                   help="comma-separated corpus sizes for search latency and RSS "
-                        "(default 10000,50000)")
-    p.add_argument("--observe-count", type=int, default=2000,
-                   help="sequential observe requests timed; the concurrent burst sends twice "
-                        "as many (default 2000)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Prints progress lines, then one table.",
+    )
+    p.add_argument(
+        "--sizes",
+        default="10000,50000",
+        help="comma-separated corpus sizes for search latency and RSS (default 10000,50000)",
+    )
+    p.add_argument(
+        "--observe-count",
+        type=int,
+        default=2000,
+        help="sequential observe requests timed; the concurrent burst sends twice "
+        "as many (default 2000)",
+    )
     p.add_argument("--mode", choices=("embedded", "distributed", "both"), default="both")
     p.add_argument("--threads", type=int, default=4, help="concurrent clients (default 4)")
-    p.add_argument("--probes", type=int, default=30,
-                   help="accept->searchable samples on an idle system (default 30)")
-    p.add_argument("--queries", type=int, default=300, help="searches timed per size "
-                   "(default 300)")
-    p.add_argument("--load", choices=("auto", "observe", "import"), default="auto",
-                   help="how the corpus is grown to each size: POST /v1/observe (real path), "
-                        "POST /v1/import (bulk), or auto: observe when the measured processing "
-                        "rate fits --load-budget, else import (default auto)")
-    p.add_argument("--load-budget", type=float, default=200.0,
-                   help="seconds one growth step may take through observe in auto (default 200)")
-    p.add_argument("--corpus", choices=("realistic", "dense"), default="realistic",
-                   help="realistic: bodies built at run time from real Python stdlib sources "
-                        "(and LongMemEval prose under --data-dir), queries drawn from them "
-                        "plus code-ish ones; dense: WORST CASE, synthetic bodies from a ~70-word "
-                        "vocabulary, so every query word is in 20-50%% of documents "
-                        "(default realistic)")
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                   help="folder with longmemeval/ for prose in the realistic corpus (default "
-                        "../shared/data beside the checkout; optional)")
+    p.add_argument(
+        "--probes",
+        type=int,
+        default=30,
+        help="accept->searchable samples on an idle system (default 30)",
+    )
+    p.add_argument("--queries", type=int, default=300, help="searches timed per size (default 300)")
+    p.add_argument(
+        "--load",
+        choices=("auto", "observe", "import"),
+        default="auto",
+        help="how the corpus is grown to each size: POST /v1/observe (real path), "
+        "POST /v1/import (bulk), or auto: observe when the measured processing "
+        "rate fits --load-budget, else import (default auto)",
+    )
+    p.add_argument(
+        "--load-budget",
+        type=float,
+        default=200.0,
+        help="seconds one growth step may take through observe in auto (default 200)",
+    )
+    p.add_argument(
+        "--corpus",
+        choices=("realistic", "dense"),
+        default="realistic",
+        help="realistic: bodies built at run time from real Python stdlib sources "
+        "(and LongMemEval prose under --data-dir), queries drawn from them "
+        "plus code-ish ones; dense: WORST CASE, synthetic bodies from a ~70-word "
+        "vocabulary, so every query word is in 20-50%% of documents "
+        "(default realistic)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="folder with longmemeval/ for prose in the realistic corpus (default "
+        "../shared/data beside the checkout; optional)",
+    )
     p.add_argument("--redis-port", type=int, default=6379)
-    p.add_argument("--redis-db", type=int, default=13,
-                   help="dedicated Redis DB for distributed mode, flushed before and after "
-                        "(default 13)")
-    p.add_argument("--keep-logs", action="store_true",
-                   help="keep the process logs (printed path) instead of deleting them")
+    p.add_argument(
+        "--redis-db",
+        type=int,
+        default=13,
+        help="dedicated Redis DB for distributed mode, flushed before and after (default 13)",
+    )
+    p.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the process logs (printed path) instead of deleting them",
+    )
     args = p.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     return args
@@ -2098,8 +2671,12 @@ def main(argv: list[str] | None = None) -> int:
         log(f"corpus: {corpus_line(args)}")
         if CORPUS is not None:
             rng = random.Random(0)
-            log("example queries: " + "; ".join(
-                f"{q!r} in {p} ({s})" for q, p, s in (pick_query(rng) for _ in range(8))))
+            log(
+                "example queries: "
+                + "; ".join(
+                    f"{q!r} in {p} ({s})" for q, p, s in (pick_query(rng) for _ in range(8))
+                )
+            )
         for mode in modes:
             reports.append(run_mode(mode, args))
     except KeyboardInterrupt:
