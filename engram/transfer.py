@@ -248,14 +248,15 @@ def _after(strategy: str) -> str:
     return "merge" if strategy == "replace" else strategy
 
 
-IMPORT_BATCH = 2
+IMPORT_BATCH = 5
 """Items per import transaction. The store's write lock (on SQLite: every writer's) is held for
 one batch at a time, and a live writer waiting for it (a hook's /v1/observe) goes before the
 next batch, so a hook waits for one batch at most. An item costs ~5 ms in an empty store and
 ~13 ms at 100k observations (the row, the ledger, the keyword index, the derive queue, with the
 derived lanes sharing the cores). A hook's accept p95 during an import: 375 ms with 50 items a
 batch (100k import), 139 ms with 10, 84 ms with 10 once live writers went first, 52 ms with 5
-(10k import) and 71 ms with 5 over a 100k import."""
+(10k import); over a 100k import 71 ms with 5 and 73 ms with 2 (62 instead of 77 items/s): past
+5, the batch is not what a hook waits for."""
 
 
 def import_(
