@@ -352,7 +352,9 @@ def test_apply_is_idempotent_and_a_delete_removes_exactly_its_contribution(store
 def test_session_pairing_is_capped_and_stays_exact(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(graph, "MAX_SESSION_PAIRED", 2)
+    from engram.graph import maintain
+
+    monkeypatch.setattr(maintain, "MAX_SESSION_PAIRED", 2)
     ids = {f"src/f{i}.py": edit(store, "p", "s1", f"src/f{i}.py") for i in range(4)}
     drain_graph(store)
     g = semantic_graph(store)
