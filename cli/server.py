@@ -161,18 +161,10 @@ def _open_vectors(gateway: Gateway) -> None:
         gateway.embedded.lane.kick()  # a back-fill may have been queued
 
 
-GIL_SWITCH_SECONDS = 0.001
-"""How long a thread holding the GIL may run before one waiting for it gets it (Python's default
-is 5 ms). A request releases the GIL at every store call and socket read, and each time waits for
-it again behind whatever runs meanwhile (an import batch, graph extraction): at 5 ms a switch, a
-hook's /v1/observe waited ~70 ms at p95 during a 100k import."""
-
-
 def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
     from waitress.server import create_server
 
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
 
     gateway = build_gateway(settings, start_worker=False)
     try:

@@ -255,8 +255,9 @@ next batch, so a hook waits for one batch at most. An item costs ~5 ms in an emp
 ~13 ms at 100k observations (the row, the ledger, the keyword index, the derive queue, with the
 derived lanes sharing the cores). A hook's accept p95 during an import: 375 ms with 50 items a
 batch (100k import), 139 ms with 10, 84 ms with 10 once live writers went first, 52 ms with 5
-(10k import); over a 100k import 71 ms with 5 and 73 ms with 2 (62 instead of 77 items/s): past
-5, the batch is not what a hook waits for."""
+(10k import); over a 100k import 71 ms with 5 and 73 ms with 2 (62 instead of 77 items/s), and
+75 ms with the GIL handed over every 1 ms instead of 5: past 5 items, neither the batch nor the
+GIL is what a hook waits for (not found yet; docs/benchmarks.md)."""
 
 
 def import_(
