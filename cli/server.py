@@ -165,7 +165,6 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
     from waitress.server import create_server
 
-
     gateway = build_gateway(settings, start_worker=False)
     try:
         # Bind before starting the worker: a taken port fails before any work begins. Waitress's
