@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-import time
 
 from kombu.exceptions import OperationalError
 
 from engram.tasks import runtime
 from engram.tasks.app import EMBED_TASK, GRAPH_TASK, celery_app
+from engram.tasks.runtime import KICK_INTERVAL
 
 log = logging.getLogger("engram.tasks")
-
-KICK_INTERVAL = 0.5
-"""A burst of writes sends the derived tasks at most once per this many seconds per process;
-they run that much later, so one run drains everything the burst committed."""
-_last_kick = 0.0
-_kick_lock = threading.Lock()
 
 
 def send_drain(name: str, countdown: float = 0.0) -> None:
@@ -45,16 +38,12 @@ def send_drain(name: str, countdown: float = 0.0) -> None:
 def kick_derived() -> None:
     """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
     broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
-    global _last_kick
-    lane = runtime.services().lane
-    if lane is not None:
-        lane.kick()
+    services = runtime.services()
+    if services.lane is not None:
+        services.lane.kick()
         return
-    with _kick_lock:
-        at = time.monotonic()
-        if at - _last_kick < KICK_INTERVAL:
-            return
-        _last_kick = at
-    if runtime.services().settings.embedder != "none":
+    if not services.kicks.ready():
+        return
+    if services.settings.embedder != "none":
         send_drain(EMBED_TASK, KICK_INTERVAL)
     send_drain(GRAPH_TASK, KICK_INTERVAL)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from celery.signals import worker_process_init
 
+from engram.backoff import Throttle
 from engram.settings import Settings, load_settings
 from engram.store import Store
 
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
     from engram.lane import DerivedLanes
     from engram.tasks.broker import SingleFlight
     from engram.vectors import Vectors
+
+
+KICK_INTERVAL = 0.5
+"""A burst of writes sends the derived tasks at most once per this many seconds per process
+(``Services.kicks``, used by ``engram.tasks.dispatch``); they run that much later, so one run
+drains everything the burst committed."""
 
 
 class Services:
@@ -51,6 +58,7 @@ class Services:
         self._vectors = vectors
         self._flight: SingleFlight | None = None
         self._lock = threading.Lock()
+        self.kicks = Throttle(KICK_INTERVAL)
 
     def store(self) -> Store:
         with self._lock:

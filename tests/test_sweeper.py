@@ -224,7 +224,8 @@ def test_a_lost_drain_task_is_sent_again_at_the_next_sweep(
     leaves its marker behind; the sweeper releases it, so the index does not wait for the
     marker to expire, and never sends a second one while the first is held."""
     from engram import derive
-    from engram.tasks import dispatch
+    from engram.backoff import Throttle
+    from engram.tasks import dispatch, runtime
     from engram.tasks.app import GRAPH_TASK
     from engram.tasks.sweeper import sweep_once
 
@@ -233,13 +234,13 @@ def test_a_lost_drain_task_is_sent_again_at_the_next_sweep(
         derive.enqueue(conn, "obs_lost", "upsert", ("graph",))
     dispatch.send_drain(GRAPH_TASK)
     assert client.llen("graph") == 1
-    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    monkeypatch.setattr(runtime.services(), "kicks", Throttle(0.5))
     assert sweep_once()["lostDrains"] == 0  # queued: waiting, not lost
     assert client.llen("graph") == 1
     client.delete("graph")  # the broker lost it; its marker stays
-    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    monkeypatch.setattr(runtime.services(), "kicks", Throttle(0.5))
     assert sweep_once()["lostDrains"] == 1
     assert client.llen("graph") == 1
-    monkeypatch.setattr(dispatch, "_last_kick", 0.0)
+    monkeypatch.setattr(runtime.services(), "kicks", Throttle(0.5))
     assert sweep_once()["lostDrains"] == 0
     assert client.llen("graph") == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.backoff import backoff_seconds, doubled
+from engram.backoff import Throttle, backoff_seconds, doubled
 from engram.client import GatewayError
 from engram.watcher.delivery import REJECTED, TRANSIENT, classify
 from engram.wire import (
@@ -93,3 +93,9 @@ def test_one_backoff_sequence() -> None:
         previous = doubled(previous, 2.0, 30.0)
         seen.append(previous)
     assert seen == waits
+
+
+def test_a_throttle_lets_one_go_per_interval() -> None:
+    throttle = Throttle(60.0)
+    assert throttle.ready() and not throttle.ready() and not throttle.ready()
+    assert Throttle(0.0).ready() and Throttle(0.0).ready()
