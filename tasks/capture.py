@@ -11,12 +11,12 @@ from engram import inbox, observations, sessions, summary
 from engram.compress import compress
 from engram.privacy import scrub
 from engram.tasks import dispatch, runtime
-from engram.tasks.app import celery_app
+from engram.tasks.app import OBSERVE_TASK, SUMMARIZE_TASK, celery_app
 
 log = logging.getLogger("engram.tasks")
 
 
-@celery_app.task(name="engram.observe", bind=True, max_retries=None)
+@celery_app.task(name=OBSERVE_TASK, bind=True, max_retries=None)
 def observe(self: Task, event_id: str) -> str:
     """Process one inbox entry. Idempotent: a second delivery finds nothing to claim."""
     services = runtime.services()
@@ -70,7 +70,7 @@ def _summarize_if_due(session_id: str) -> None:
         summarize.apply_async((session_id,))
 
 
-@celery_app.task(name="engram.summarize")
+@celery_app.task(name=SUMMARIZE_TASK)
 def summarize(session_id: str) -> str:
     """Summarise an ended session once every event it produced has been processed. While events
     still wait, nothing happens here: storing the last of them sends this task again."""

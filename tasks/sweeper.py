@@ -25,7 +25,14 @@ from engram import derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
 from engram.store import now
 from engram.tasks import dispatch, runtime
-from engram.tasks.app import EMBED_QUEUE, EMBED_TASK, GRAPH_QUEUE, GRAPH_TASK, celery_app
+from engram.tasks.app import (
+    EMBED_QUEUE,
+    EMBED_TASK,
+    GRAPH_QUEUE,
+    GRAPH_TASK,
+    SWEEP_TASK,
+    celery_app,
+)
 from engram.tasks.broker import CAPTURE_QUEUES, MAINTENANCE_QUEUES, RedisBroker, redis_broker
 
 log = logging.getLogger("engram.sweeper")
@@ -160,6 +167,6 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     return result
 
 
-@celery_app.task(name="engram.sweep")
+@celery_app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, Any]:
     return sweep_once()
