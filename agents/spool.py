@@ -68,19 +68,22 @@ class Spool:
         kept = 0
         with self._locked("lock"):
             size = _size(self.events)
+            # A drain's batch (moved aside, put back if the gateway is still down) counts
+            # too, or hooks appending while a drain holds it would pass the bound.
+            total = size + sum(_size(path) for path in self._leftovers())
             fd = os.open(self.events, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             with os.fdopen(fd, "r+b") as out:
                 if size and _last_byte(out, size) != b"\n":
                     # A writer killed mid-line: end its fragment so this event is not glued
                     # onto it (the fragment is counted as unreadable when a drain meets it).
                     out.write(b"\n")
-                    size += 1
+                    total += 1
                 for line in lines:
-                    if size + len(line) > self.max_bytes:
+                    if total + len(line) > self.max_bytes:
                         self._count_locked("droppedFull")
                         continue
                     out.write(line)
-                    size += len(line)
+                    total += len(line)
                     kept += 1
         return kept
 

@@ -57,7 +57,7 @@ def test_counters_survive_concurrent_writers(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from agents.spool import Spool\n"
+        "from engram.agents.spool import Spool\n"
         "spool = Spool(Path(sys.argv[1]), 1 << 20, 3600)\n"
         "for n in range(50):\n"
         "    spool.reject({'method': 'POST', 'path': '/v1/observe', 'body': {}}, 422, None)\n"
@@ -74,6 +74,19 @@ def test_a_full_spool_drops_and_counts(tmp_path: Path) -> None:
     kept = spool.append([request(n) for n in range(10)])
     assert 0 < kept < 10
     assert spool.counters()["droppedFull"] == 10 - kept
+    assert spool.events.stat().st_size <= 400
+
+
+def test_a_batch_a_drain_holds_counts_against_the_bound(tmp_path: Path) -> None:
+    # A drain moves events.jsonl aside while it tries the gateway; hooks appending meanwhile
+    # must still see the bytes it holds, or the spool grows past its bound when it puts them back.
+    spool = Spool(tmp_path / "spool", 400, 3600)
+    first = spool.append([request(n) for n in range(10)])
+    spool.events.rename(spool.dir / "draining-4242.jsonl")
+    assert spool.append([request(99)]) == 0
+    assert spool.counters()["droppedFull"] == 10 - first + 1
+    counts = spool.drain(closed_gateway(), timeout=0.5)
+    assert counts is not None and counts["left"] == first
     assert spool.events.stat().st_size <= 400
 
 
