@@ -14,9 +14,11 @@ ASCII-lowered copy of the text (``re.IGNORECASE`` is slow) and cut their spans f
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 __all__ = ["contains_secret", "scrub", "scrub_text"]
 
@@ -66,7 +68,7 @@ _QUOTED = (  # a quoted value; Python string prefixes and JSON-escaped quotes al
 )
 _YAML_VALUE = r"(?P<yv>[^\s\"'`\\][^\n\\\"]*(?:\\(?!n)[^\n\\\"]*)*)"  # up to \n, escaped or not
 # After a keyword: the rest of the name (bounded, so scans stay linear) and a separator ahead.
-_NAME_REST = rf"{_GUARD}[\w.-]{{0,64}}\\?[\"']?(?=[ \t]*[:=?])"
+_NAME_REST = rf"{_GUARD}[\w.-]{{0,64}}+\\?[\"']?(?=[ \t]*[:=?])"
 _VALUE = re.compile(  # what follows a secret-looking name (on the lower-cased text)
     # `NAME = v`, `NAME := v`, `NAME => v`, optionally type-annotated (`api_key: str = v`).
     # Unquoted values stop at `&` (query strings) and `\` (an escaped newline in JSON).
@@ -79,10 +81,26 @@ _VALUE = re.compile(  # what follows a secret-looking name (on the lower-cased t
 )
 
 
-def _assignment(name: re.Match[str], text: str) -> tuple[int, int] | None:
+VALUE_REACH = 256
+"""How far past a secret-looking name the value is read before deciding to keep it. A longer
+value is read whole only when it is to be cut, so a line of many names whose values are kept
+(`token=f(token=f(...`) costs linear time, not quadratic."""
+LEAD_REACH = 256
+"""How far before a name an unquoted `name: value` line may start (indent, `- `, a quote)."""
+
+
+def _assignment(name: re.Match[str], text: str, _memo: dict[str, Any]) -> tuple[int, int] | None:
     """Span of the value assigned to a secret-looking `name`, or None to keep it."""
-    m = _VALUE.match(name.string, name.end())
-    if m is None or _BENIGN_NAME.search(name.group()):
+    if _BENIGN_NAME.search(name.group()):
+        return None
+    hay, at = name.string, name.end()
+    reach = at + VALUE_REACH
+    m = _VALUE.match(hay, at, reach)
+    if m is None and len(hay) > reach:
+        # A quoted value closing past the reach. Amortised linear: a quoted scan ends at its
+        # own closing quote, which no other scan of that quote kind can start behind.
+        m = _VALUE.match(hay, at)
+    if m is None:
         return None
     group = m.lastgroup or ""  # the value's group: q1a..q4b (quoted), uq or yv (unquoted)
     start, end = m.span(group)
@@ -90,8 +108,11 @@ def _assignment(name: re.Match[str], text: str) -> tuple[int, int] | None:
     while group == "uq" and value[-1:] in _OPENER and _OPENER[value[-1]] not in value:
         value, end = value[:-1], end - 1  # `f(password=pw)`: that `)` belongs to the code
     if group == "yv":  # a line starts after a newline, or after an escaped one (JSON text)
-        escaped = text.rfind("\\n", 0, name.start())
-        line = max(text.rfind("\n", 0, name.start()) + 1, escaped + 2 if escaped >= 0 else 0)
+        floor = max(0, name.start() - LEAD_REACH)
+        escaped = hay.rfind("\\n", floor, name.start())
+        line = max(hay.rfind("\n", floor, name.start()) + 1, escaped + 2 if escaped >= 0 else 0)
+        if line == 0 and floor > 0:
+            return None  # no line start within reach: prose, not a `name: value` line
         if not _YAML_LEAD.fullmatch(text, line, name.start()):
             return None
         value = _YAML_TAIL.sub("", value)
@@ -105,10 +126,43 @@ def _assignment(name: re.Match[str], text: str) -> tuple[int, int] | None:
         or (_IDENT.fullmatch(value) and _NAMED_SECRET.search(value))
     ):
         return None
+    if m.end() >= reach and len(hay) > reach:  # cut short by the reach: cut the whole value
+        whole = _VALUE.match(hay, at)
+        if whole is not None and whole.lastgroup == group:
+            start, end = whole.span(group)
+            if group == "yv":
+                end = start + len(_YAML_TAIL.sub("", text[start:end]))
     return start, end
 
 
-Pick = Callable[[re.Match[str], str], "tuple[int, int] | None"]
+_CURL_WORD = re.compile(r"curl(?<![\w-]curl)(?![\w-])")
+
+
+def _on_a_curl_line(
+    option: re.Match[str], _text: str, memo: dict[str, Any]
+) -> tuple[int, int] | None:
+    """The password of a `-u`/`--user` option on a line that starts a `curl` command before
+    it. Found from the option backwards, with the text's `curl`s and newlines listed once per
+    scrub: a rule that scanned forward from every `curl` to the end of its line took quadratic
+    time on a line of many `curl`s (100 KB of `curl curl ...`: 43 s)."""
+    hay, at = option.string, option.start()
+    if "curl" not in memo:
+        memo["curl"] = [m.start() for m in _CURL_WORD.finditer(hay)]
+        memo["newline"] = [m.start() for m in _NEWLINE.finditer(hay)]
+    curls, newlines = memo["curl"], memo["newline"]
+    before = bisect.bisect_left(curls, at)
+    if not before:
+        return None
+    line = bisect.bisect_left(newlines, at)
+    if line and newlines[line - 1] > curls[before - 1]:
+        return None  # the nearest `curl` is on an earlier line
+    return option.span("v")
+
+
+_NEWLINE = re.compile("\n")
+
+
+Pick = Callable[[re.Match[str], str, dict[str, Any]], "tuple[int, int] | None"]
 Rule = tuple[str, tuple[str, ...], re.Pattern[str], "str | Pick", bool]
 
 
@@ -172,8 +226,8 @@ _RULES = (
     # Basic credentials are base64 (a multiple of 4 chars), so prose like "Basic auth" survives.
     _ctx("basic-auth", "basic", r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?basic[ \t]+"
          r"(?P<v>(?:[a-z0-9+/]{4}){2,}(?:[a-z0-9+/]{2}==|[a-z0-9+/]{3}=)?)(?![a-z0-9+/=])"),
-    _ctx("basic-auth", "curl", rf"curl\b(?<!{_W}curl)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)"
-         rf"[\"']?[^\s:\"'\[]+:{_NO_REF}(?P<v>[^\s\"']+)"),
+    _ctx("basic-auth", "curl", r"-(?<=[ \t]-)(?:u|-user)(?:[ \t]+|=)"
+         rf"[\"']?[^\s:\"'\[]+:{_NO_REF}(?P<v>[^\s\"']+)", _on_a_curl_line),
     # A bearer token has a digit; "Bearer authentication" and "Bearer <token>" survive.
     _ctx("bearer", "bearer", r"bearer[ \t]+(?=[\w.~+/-]*\d)(?P<v>[\w.~+/-]{16,}=*)"),
     # Authorization, X-Api-Key, X-Goog-Api-Key, X-Auth-Token, Private-Token, --token=...
@@ -219,26 +273,35 @@ def _scrub_once(text: str) -> str:
         low = _lower(text)
     # `needle in hay` is far cheaper than a regex call on short text, dearer than a scan on long
     gate = len(text) < 2048
-    for marker, needles, pattern, pick, lower in _RULES:
-        hay = low if lower else text
+    for rule in _RULES:
+        hay = low if rule[4] else text
         if gate:
-            for needle in needles:
+            for needle in rule[1]:
                 if needle in hay:
                     break
             else:
                 continue
-        spans, pos = [], 0
-        while (m := pattern.search(hay, pos)) is not None:
-            span = pick(m, text) if callable(pick) else m.span() if pick == "all" else m.span("v")
-            if span is None:  # kept: a later match may still start inside this one
-                pos = m.start() + 1
-            else:
-                spans.append(span)
-                pos = max(m.end(), span[1], m.start() + 1)
-        if spans:
-            text = _splice(text, spans, marker)
+        scrubbed = _apply(rule, text, hay)
+        if scrubbed is not text:
+            text = scrubbed
             low = _lower(text)
     return text
+
+
+def _apply(rule: Rule, text: str, hay: str) -> str:
+    """One rule over `text` (`hay` is `text` or its lowered copy); `text` itself if nothing."""
+    marker, _needles, pattern, pick, _lower_case = rule
+    spans, pos = [], 0
+    memo: dict[str, Any] = {}  # what a pick learns about this text once (see _on_a_curl_line)
+    while (m := pattern.search(hay, pos)) is not None:
+        fixed = m.span() if pick == "all" else m.span("v") if pick == "v" else None
+        span = pick(m, text, memo) if callable(pick) else fixed
+        if span is None:  # kept: a later match may still start inside this one
+            pos = m.start() + 1
+        else:
+            spans.append(span)
+            pos = max(m.end(), span[1], m.start() + 1)
+    return _splice(text, spans, marker) if spans else text
 
 
 def scrub_text(text: str) -> str:

@@ -15,10 +15,13 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.adversarial import repeated, seconds, units
 
 MODULE_PATH = Path(__file__).resolve().parents[1] / "engram" / "privacy.py"
 
@@ -430,3 +433,28 @@ def test_module_imports_only_the_standard_library() -> None:
             continue
         for name in names:
             assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, name
+
+
+# --- time: no input makes a rule super-linear ----------------------------------------------------
+# The target (each rule under 50 ms per 100 KB on its worst generated input) is measured by
+# tests/benchmarks/bench_scrub.py; this test fails on the class of bug, not on a slow machine: a
+# quadratic rule took 43 s on 100 KB (`curl ` repeated), ten times this bound is still linear.
+LINEAR_BOUND_SECONDS = 0.5
+
+
+@pytest.mark.parametrize("index", range(len(privacy._RULES)))
+def test_no_rule_is_super_linear_on_its_adversarial_inputs(index: int) -> None:
+    rule = privacy._RULES[index]
+    worst = sorted(units(rule), key=lambda u: -seconds(rule, repeated(u, 4_000)))[:3]
+    for unit in worst:
+        taken = min(seconds(rule, repeated(unit, 100_000)) for _ in range(2))
+        assert taken < LINEAR_BOUND_SECONDS, (rule[0], unit, taken)
+
+
+@pytest.mark.parametrize(
+    "text", ["curl " * 20_000, "token=f(" * 12_500, "password: " * 10_000, "pwd_" * 25_000]
+)
+def test_scrubbing_adversarial_text_takes_linear_time(text: str) -> None:
+    started = time.perf_counter()
+    scrub_text(text)
+    assert time.perf_counter() - started < 4 * LINEAR_BOUND_SECONDS
