@@ -63,7 +63,7 @@ def create_app(
         }
     )
     errors.register(app)
-    auth.install(app, secret, settings.allowed_origins)
+    auth.install(app, settings, secret)
     for blueprint in (
         health.bp,
         capture.bp,

@@ -2,7 +2,11 @@
 
 - ``/v1/livez`` and ``/v1/health`` are public; everything else needs ``Authorization: Bearer``.
 - An ``Origin`` header, when present, must be a loopback origin or allow-listed: a web page the
-  user happens to visit must not drive the API from their browser.
+  user happens to visit must not drive the API from their browser. Hosts are compared exactly
+  (``http://127.0.0.1.evil.example`` is not loopback).
+- A server bound to loopback answers only requests addressed to a loopback name (or one in
+  ``ENGRAM_ALLOWED_HOSTS``): a page whose own name resolves to 127.0.0.1 (DNS rebinding) sends
+  its own name as ``Host`` and is refused, public routes included.
 - A write with a body must be ``application/json``: that also keeps browsers from sending it as a
   "simple" cross-site request.
 """
@@ -10,32 +14,52 @@
 from __future__ import annotations
 
 import hmac
-from urllib.parse import urlsplit
 
 from flask import Flask, Response, request
 
 from engram.api.errors import ApiError
+from engram.client import is_loopback_host, is_loopback_url
+from engram.settings import Settings
 
 PUBLIC_PATHS = frozenset({"/v1/livez", "/v1/health"})
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 CORS_METHODS = "GET, POST, PATCH, DELETE"
 CORS_HEADERS = "Authorization, Content-Type"
 
 
 def is_loopback_origin(origin: str) -> bool:
-    host = urlsplit(origin).hostname or ""
-    return host in LOOPBACK_HOSTS or host.startswith("127.") or host.endswith(".localhost")
+    return is_loopback_url(origin)
 
 
-def install(app: Flask, secret: str, allowed_origins: tuple[str, ...]) -> None:
+def host_name(host_header: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8737`` → ``::1``)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def install(app: Flask, settings: Settings, secret: str) -> None:
     expected = f"Bearer {secret}".encode()
-    allowed = frozenset(o.rstrip("/") for o in allowed_origins)
+    allowed = frozenset(o.rstrip("/") for o in settings.allowed_origins)
+    hosts = frozenset(h.lower() for h in settings.allowed_hosts)
+    check_host = bool(hosts) or is_loopback_host(settings.host)
 
     def origin_allowed(origin: str) -> bool:
         return is_loopback_origin(origin) or origin.rstrip("/") in allowed
 
+    def host_allowed(host_header: str) -> bool:
+        name = host_name(host_header)
+        return is_loopback_host(name) or name in hosts
+
     @app.before_request
     def _check() -> Response | None:
+        if check_host and not host_allowed(request.headers.get("Host", "")):
+            raise ApiError(
+                403,
+                f"this server answers to loopback names; {request.headers.get('Host', '')!r} is "
+                "not one (add it to ENGRAM_ALLOWED_HOSTS if a proxy uses it)",
+                code="host_not_allowed",
+            )
         origin = request.headers.get("Origin")
         if origin and not origin_allowed(origin):
             raise ApiError(

@@ -167,15 +167,16 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
 
     gateway = build_gateway(settings, start_worker=False)
     try:
-        # Bind before starting the worker: a taken port fails before any work begins. Waitress's
-        # own body limit sits above Flask's, so an oversized request gets the JSON 413.
+        # Bind before starting the worker: a taken port fails before any work begins. Waitress
+        # refuses a Content-Length over the largest body any route takes before reading it (or
+        # checking the secret); Flask answers a body over a route's own limit with the JSON 413.
         server = create_server(
             gateway.app,
             host=settings.host,
             port=settings.port,
             threads=settings.server_threads,
             ident="engram",
-            max_request_body_size=2 * max(settings.max_body_bytes, settings.max_import_bytes),
+            max_request_body_size=max(settings.max_body_bytes, settings.max_import_bytes) + 1,
             clear_untrusted_proxy_headers=True,
         )
     except OSError:

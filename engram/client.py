@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-__all__ = ["Client", "GatewayError", "Unreachable", "client_for", "is_loopback_url"]
+__all__ = [
+    "Client",
+    "GatewayError",
+    "Unreachable",
+    "client_for",
+    "is_loopback_host",
+    "is_loopback_url",
+]
 
 
 class GatewayError(Exception):
@@ -29,9 +36,24 @@ class GatewayError(Exception):
 
 def is_loopback_url(url: str) -> bool:
     """True for localhost and loopback IP literals only (``127.evil.example`` is a name)."""
+    netloc = urlsplit(url).netloc.rpartition("@")[2]
+    if netloc.startswith("["):  # `[::1]` or `[::1]:8737`, nothing glued after the bracket
+        host, bracket, rest = netloc.partition("]")
+        if not bracket or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+            return False
+    else:
+        host, _, port = netloc.partition(":")
+        if port and not port.isdigit():
+            return False
+    return is_loopback_host(host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (brackets allowed), compared exactly:
+    ``127.0.0.1.evil.example`` and ``localhost.evil.example`` are names anyone can point here."""
     import ipaddress  # urllib.parse has loaded it already
 
-    host = urlsplit(url).hostname or ""
+    host = host.lower().removeprefix("[").removesuffix("]")
     if host == "localhost":
         return True
     try:

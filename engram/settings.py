@@ -165,6 +165,15 @@ SETTINGS: tuple[Spec, ...] = (
         "Comma-separated browser origins allowed besides loopback ones (e.g. https://app.example).",
     ),
     Spec(
+        "ENGRAM_ALLOWED_HOSTS",
+        "allowed_hosts",
+        _list,
+        (),
+        "Comma-separated names the server may be reached by (the Host header) besides loopback "
+        "ones, e.g. a reverse proxy's name. A server bound to loopback refuses any other Host "
+        "(DNS rebinding); one bound elsewhere checks Host only when this is set.",
+    ),
+    Spec(
         "ENGRAM_DATABASE_URL",
         "database_url",
         str,
@@ -256,8 +265,9 @@ SETTINGS: tuple[Spec, ...] = (
         "ENGRAM_MAX_IMPORT_BYTES",
         "max_import_bytes",
         _positive_int,
-        512 * 1024 * 1024,
-        "Largest accepted body of POST /v1/import (an export document).",
+        16 * 1024 * 1024,
+        "Largest accepted body of POST /v1/import. `engram import` streams a file of any size "
+        "in pieces far below it; one request's document is parsed whole in the server's memory.",
     ),
     Spec(
         "ENGRAM_CONTEXT_BUDGET_TOKENS",
@@ -466,6 +476,7 @@ class Settings:
     url: str
     secret: str
     allowed_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     database_url: str
     broker_url: str
     worker_concurrency: int

@@ -39,6 +39,56 @@ def test_foreign_origin_is_refused_even_with_the_secret(api: Api) -> None:
     assert api.get("/v1/status", headers={"Origin": "http://127.0.0.1:8737"})[0] == 200
 
 
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1.evil.example",
+        "http://localhost.evil.example:8737",
+        "http://127.evil.example",
+        "http://[::1].evil.example",
+        "null",
+    ],
+)
+def test_origins_that_only_start_like_loopback_are_refused(api: Api, origin: str) -> None:
+    status, body = api.get("/v1/status", headers={"Origin": origin})
+    assert status == 403 and body["error"]["code"] == "origin_not_allowed"
+    response = api.client.get("/v1/livez", headers={"Origin": origin})
+    assert response.status_code == 403 and "Access-Control-Allow-Origin" not in response.headers
+
+
+@pytest.mark.parametrize("host", ["localhost:8737", "127.0.0.1", "127.0.0.2:1", "[::1]:8737"])
+def test_loopback_host_names_are_answered(api: Api, host: str) -> None:
+    assert api.get("/v1/status", headers={"Host": host})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:8737", "127.0.0.1.evil.example", "localhost.evil"]
+)
+def test_a_rebound_name_is_refused_on_every_route(api: Api, host: str) -> None:
+    # DNS rebinding: the attacker's name resolves to 127.0.0.1, the browser sends it as Host
+    for path in ("/v1/livez", "/v1/health", "/v1/status"):
+        status, body = api.get(path, headers={"Host": host})
+        assert status == 403 and body["error"]["code"] == "host_not_allowed", (path, body)
+
+
+def test_allowed_hosts_and_a_non_loopback_bind(tmp_path: Any) -> None:
+    from engram.cli.server import build_gateway
+    from tests.conftest import make_settings
+
+    for env, answered, refused in (
+        ({"ENGRAM_ALLOWED_HOSTS": "engram.internal"}, "engram.internal:443", "other.internal"),
+        ({"ENGRAM_HOST": "0.0.0.0"}, "any.name.example", None),
+    ):
+        gw = build_gateway(make_settings(tmp_path, **env), start_worker=False)
+        try:
+            client = gw.app.test_client()
+            assert client.get("/v1/livez", headers={"Host": answered}).status_code == 200
+            if refused:
+                assert client.get("/v1/livez", headers={"Host": refused}).status_code == 403
+        finally:
+            gw.close()
+
+
 def test_bearer_scheme_is_case_insensitive(api: Api) -> None:
     response = api.client.get("/v1/status", headers={"Authorization": f"bearer {api.secret}"})
     assert response.status_code == 200

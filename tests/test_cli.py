@@ -160,10 +160,21 @@ def test_serve_stops_cleanly_on_sigint(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_server_body_limits(tmp_path: Path) -> None:
     """Through waitress, not just Flask: an oversized request gets the JSON 413, while an
-    import may be larger than ordinary requests."""
-    cluster = Cluster(tmp_path, ENGRAM_MAX_BODY_BYTES="10000")
+    import may be larger than ordinary requests; a Content-Length over both is refused before
+    a byte of the body is sent and without the secret."""
+    import socket
+    from urllib.parse import urlsplit
+
+    cluster = Cluster(tmp_path, ENGRAM_MAX_BODY_BYTES="10000", ENGRAM_MAX_IMPORT_BYTES="100000")
     try:
         cluster.serve()
+        url = urlsplit(cluster.url)
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /v1/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 150000\r\n\r\n"
+            )
+            assert sock.recv(200).startswith(b"HTTP/1.1 413"), "refused before the body"
         status, body = cluster.request("POST", "/v1/observe", {"prompt": "x" * 20_000})
         assert status == 413 and body["error"]["code"] == "payload_too_large"
         memories = [

@@ -199,6 +199,9 @@ SECRET = "test-secret"
 
 class _Settings:
     max_body_bytes = 1 << 20
+    host = "127.0.0.1"
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def small_server(in_flight: threading.Barrier) -> MCPServer:
@@ -223,7 +226,7 @@ def served_mount() -> Iterator[tuple[str, Flask, threading.Barrier]]:
     app = Flask("mcp-test")
     app.extensions["engram.settings"] = _Settings()
     errors.register(app)
-    auth.install(app, SECRET, ())
+    auth.install(app, _Settings(), SECRET)  # type: ignore[arg-type]
     mcp_http.install(app, lambda: small_server(barrier))
     server = create_server(app, host="127.0.0.1", port=0, threads=8)
     thread = threading.Thread(target=server.run, daemon=True)
