@@ -12,7 +12,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from engram.errors import FieldErrors
+from engram.errors import FieldErrors, SessionConflict
 from engram.pagination import BadCursor
 from engram.wire import error_body
 
@@ -70,6 +70,10 @@ def register(app: Flask) -> None:
     @app.errorhandler(FieldErrors)
     def _field_errors(exc: FieldErrors) -> tuple[Response, int]:
         return error_response(422, "validation_failed", exc.what, {"fields": exc.fields})
+
+    @app.errorhandler(SessionConflict)
+    def _session_conflict(exc: SessionConflict) -> tuple[Response, int]:
+        return error_response(409, "session_conflict", str(exc))
 
     @app.errorhandler(BadCursor)
     def _bad_cursor(exc: BadCursor) -> tuple[Response, int]:

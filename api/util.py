@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import current_app, request
 
+from engram import inputs
 from engram.api.errors import ApiError
 from engram.pagination import parse_limit
 from engram.scope import Scope, ScopeError
@@ -14,14 +16,49 @@ from engram.store import Store
 from engram.vectors import Vectors
 
 
-def json_body() -> dict[str, Any]:
+def bad_input(exc: inputs.BadInput, extra: dict[str, Any] | None = None) -> ApiError:
+    """The 400 for input no route can use (engram.inputs), naming the field when there is one."""
+    if not exc.field:
+        return ApiError(
+            400, f"body is not usable: {exc.problem}", code="malformed_json", extra=extra
+        )
+    return ApiError(
+        400,
+        f"{exc.field}: {exc.problem}",
+        code="invalid_input",
+        details={"fields": {exc.field: exc.problem}},
+        extra=extra,
+    )
+
+
+def parsed_body(extra: dict[str, Any] | None = None) -> Any:
+    """The request body, parsed and checked by engram.inputs (depth, text, numbers); 400 when
+    it is not usable JSON, 413 when it is over the route's size limit."""
+    try:
+        return inputs.parse_json(request.get_data(cache=True))
+    except inputs.BadInput as exc:
+        raise bad_input(exc, extra) from None
+
+
+def json_body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The request's JSON object; 400 when it is not JSON or not an object."""
-    body = request.get_json(silent=True)
-    if body is None:
-        raise ApiError(400, "body is not valid JSON", code="malformed_json")
+    body = parsed_body(extra)
     if not isinstance(body, dict):
-        raise ApiError(400, "body must be a JSON object", code="malformed_json")
+        raise ApiError(400, "body must be a JSON object", code="malformed_json", extra=extra)
     return body
+
+
+def check_request_text() -> None:
+    """Query parameters and path segments are text a store can hold (before any route)."""
+    try:
+        for name, value in request.args.items(multi=True):
+            inputs.check_text(name, "(a query parameter name)")
+            inputs.check_text(value, name)
+        for name, value in (request.view_args or {}).items():
+            if isinstance(value, str):
+                inputs.check_text(value, name)
+    except inputs.BadInput as exc:
+        raise bad_input(exc) from None
 
 
 def limit_arg(raw: Any = None) -> int:
@@ -52,6 +89,13 @@ def found_in_scope(item: dict[str, Any] | None, what: str, ident: str) -> dict[s
     if item is None:
         raise ApiError(404, f"no {what} {ident!r}")
     return item
+
+
+def in_callers_scope(fetch: Callable[[], dict[str, Any] | None], what: str, ident: str) -> None:
+    """Before a change by id: a caller that names its scope (``?project=``, ``?agentId=``) may
+    change only what is in it (404 otherwise, as a read would answer)."""
+    if request.args.get("project") or request.args.get("agentId"):
+        found_in_scope(fetch(), what, ident)
 
 
 def store() -> Store:

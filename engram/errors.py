@@ -11,3 +11,8 @@ class FieldErrors(ValueError):
     def __init__(self, fields: dict[str, str]) -> None:
         super().__init__(f"{self.what}: " + "; ".join(f"{k}: {v}" for k, v in fields.items()))
         self.fields = fields
+
+
+class SessionConflict(Exception):
+    """A session id already belongs to another project (or another agent): nothing of it is
+    returned or changed for a caller from elsewhere. Permanent: resending cannot succeed."""

@@ -86,6 +86,8 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected an ISO 8601 string or epoch seconds")
     if isinstance(value, (int, float)):
+        if not -1e15 < value < 1e15:  # also keeps float() from overflowing on a huge integer
+            raise ValueError("out of range")
         seconds = float(value) / 1000.0 if value > 1e11 else float(value)
         if not 0 < seconds < 4102444800:  # year 2100
             raise ValueError("out of range")

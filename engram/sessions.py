@@ -6,10 +6,30 @@ from typing import Any
 
 from sqlalchemy import Connection, exists, or_, select, update
 
+from engram.errors import SessionConflict
 from engram.pagination import keyset_page
 from engram.schema import capture_inbox, sessions
 from engram.scope import Scope, restrict
 from engram.store import Store, insert_ignore, iso, loads, now
+
+
+def check_owner(
+    conn: Connection, session_id: str, project: str, agent_id: str | None = None
+) -> None:
+    """Raise SessionConflict when ``session_id`` exists in another project, or belongs to
+    another agent (both agent ids given)."""
+    row = conn.execute(
+        select(sessions.c.project, sessions.c.agent_id).where(sessions.c.id == session_id)
+    ).first()
+    if row is None:
+        return
+    if row.project != project:
+        raise SessionConflict(
+            f"session {session_id!r} belongs to another project; a session id is used by one "
+            "project only (start a new session)"
+        )
+    if agent_id is not None and row.agent_id is not None and row.agent_id != agent_id:
+        raise SessionConflict(f"session {session_id!r} belongs to another agent")
 
 
 def ensure(
@@ -22,8 +42,9 @@ def ensure(
     cwd: str | None = None,
     started_at: float | None = None,
 ) -> bool:
-    """Create the session row if it is new; True when created. Never changes an existing row's
-    project: a session belongs to the project it started in."""
+    """Create the session row if it is new; True when created. A session belongs to the project
+    (and agent) it started in: raises SessionConflict for another one."""
+    check_owner(conn, session_id, project, agent_id)
     return insert_ignore(
         conn,
         sessions,
@@ -80,8 +101,14 @@ def start(
     return to_dict(row), created
 
 
-def end(store: Store, session_id: str) -> dict[str, Any] | None:
+def end(
+    store: Store, session_id: str, project: str | None = None, agent_id: str | None = None
+) -> dict[str, Any] | None:
+    """End a session; with ``project`` (and ``agent_id``), only the caller's own (raises
+    SessionConflict for another's). None when there is no such session."""
     with store.write() as conn:
+        if project is not None:
+            check_owner(conn, session_id, project, agent_id)
         result = conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id)

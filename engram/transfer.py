@@ -113,8 +113,75 @@ _REQUIRED = {
 }
 
 
-def _missing(section: str, item: Any) -> list[str]:
-    return [f for f in _REQUIRED[section] if not isinstance(item, dict) or not item.get(f)]
+_TABLES = {
+    "sessions": (sessions, ("started_at", "ended_at")),
+    "observations": (observations, ("created_at", "stored_at")),
+    "memories": (memories, ("created_at", "updated_at", "forgotten_at")),
+}
+_VERSION_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "version": int,
+    "content": str,
+    "createdAt": (str, int, float),
+}
+
+
+def _item_problem(section: str, item: Any) -> str | None:
+    """What is wrong with one item of a section, or None. Types follow the store's columns, so
+    a row that passes cannot fail its insert (an id that is a list, a timestamp past 2100, a
+    name longer than its column)."""
+    if not isinstance(item, dict):
+        return "must be an object"
+    missing = [f for f in _REQUIRED[section] if not item.get(f)]
+    if missing:
+        return "missing " + ", ".join(missing)
+    table, times = _TABLES[section]
+    for column in table.c:
+        key = _camel(column.name)
+        value = item.get(key)
+        if value is None or column.name in _JSON_COLUMNS + _NULLABLE_JSON_COLUMNS:
+            continue
+        if column.name in times:
+            try:
+                parse_timestamp(value)
+            except (TypeError, ValueError):
+                return f"{key}: an ISO 8601 time or epoch seconds (1970-2100)"
+            continue
+        wanted = column.type.python_type
+        if wanted is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif wanted is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, wanted)
+        if not ok:
+            return f"{key}: must be {wanted.__name__}"
+        length = getattr(column.type, "length", None)
+        if length and isinstance(value, str) and len(value) > length:
+            return f"{key}: at most {length} characters"
+    if section == "memories":
+        return _versions_problem(item.get("versions"))
+    return None
+
+
+def _versions_problem(versions: Any) -> str | None:
+    if versions is None:
+        return None
+    if not isinstance(versions, list):
+        return "versions: must be a list"
+    for index, version in enumerate(versions):
+        if not isinstance(version, dict):
+            return f"versions[{index}]: must be an object"
+        for key, wanted in _VERSION_FIELDS.items():
+            value = version.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
+                return f"versions[{index}].{key}: wrong type"
+        for key in ("createdAt", "supersededAt"):
+            if version.get(key):
+                try:
+                    parse_timestamp(version[key])
+                except (TypeError, ValueError):
+                    return f"versions[{index}].{key}: an ISO 8601 time or epoch seconds"
+    return None
 
 
 def _head_problems(head: dict[str, Any], strategy: Any) -> dict[str, str]:
@@ -137,9 +204,9 @@ def validate(document: Any, strategy: Any) -> None:
             problems[key] = "must be a list"
             continue
         for index, item in enumerate(items):
-            missing = _missing(key, item)
-            if missing:
-                problems[f"{key}[{index}]"] = "missing " + ", ".join(missing)
+            problem = _item_problem(key, item)
+            if problem:
+                problems[f"{key}[{index}]"] = problem
                 break
     if problems:
         raise InvalidImport(problems)
@@ -165,9 +232,9 @@ class ExportFile:
         for section, item in self._walk(set(SECTIONS), problems):
             index = self.counts[section]
             self.counts[section] += 1
-            missing = _missing(section, item)
-            if missing and not any(k.startswith(section + "[") for k in problems):
-                problems[f"{section}[{index}]"] = "missing " + ", ".join(missing)
+            problem = _item_problem(section, item)
+            if problem and not any(k.startswith(section + "[") for k in problems):
+                problems[f"{section}[{index}]"] = problem
         head = {"version": FORMAT_VERSION} if "data" in problems else self.head
         problems = {**_head_problems(head, strategy), **problems}
         if problems:

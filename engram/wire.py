@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 MAX_ID_CHARS = 200
 """The longest id the gateway takes (eventId, sessionId, agentId)."""
 
-PERMANENT = frozenset({400, 404, 413, 422})
+PERMANENT = frozenset({400, 404, 409, 413, 422})
 """Answers a resend of the same request cannot change: malformed (400), no such route or
-resource (404), too large (413), invalid (422). The request is kept aside as refused and never
-retried."""
+resource (404), a session id another project owns (409), too large (413), invalid (422). The
+request is kept aside as refused and never retried."""
 AUTH = frozenset({401, 403})
 """A wrong or missing secret, or a refused origin: a setup problem. Nothing about the request is
 wrong, so it is kept for a resend once the setup is fixed, and the user is told."""

@@ -9,6 +9,7 @@ from celery import Task
 
 from engram import inbox, observations, sessions, summary
 from engram.compress import compress
+from engram.errors import SessionConflict
 from engram.privacy import scrub
 from engram.tasks import dispatch, runtime
 from engram.tasks.app import OBSERVE_TASK, SUMMARIZE_TASK, celery_app
@@ -33,12 +34,13 @@ def observe(self: Task, event_id: str) -> str:
             observations.store(conn, store.keyword, claim.event, compressed)
     except Exception as exc:  # noqa: BLE001 - a task body: every failure is retried or dead-lettered
         error = f"{type(exc).__name__}: {exc}"
+        permanent = isinstance(exc, SessionConflict)  # resending cannot change whose session it is
         delay = inbox.fail(
             store,
             event_id,
             error,
             claim.attempts,
-            settings.task_max_attempts,
+            claim.attempts if permanent else settings.task_max_attempts,
             settings.retry_base_seconds,
             settings.retry_max_seconds,
         )

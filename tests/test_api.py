@@ -247,6 +247,27 @@ def test_malformed_observe_is_400_and_writes_nothing(api: Api, raw: str, content
 @pytest.mark.parametrize(
     "patch,field",
     [
+        ({"sessionId": "s\x00"}, "sessionId"),
+        ({"project": "\ud800"}, "project"),
+        ({"toolInput": {"cmd": ["ok", "\udfff"]}}, "toolInput.cmd[1]"),
+        ({"toolOutput": {"\x00": 1}}, "toolOutput.(a key)"),
+        ({"timestamp": 10**30}, "timestamp"),
+    ],
+)
+def test_text_no_store_can_hold_is_400_naming_the_field(
+    api: Api, project: str, patch: dict[str, Any], field: str
+) -> None:
+    before = (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox))
+    status, answer = api.post("/v1/observe", {**observe_body(project, "s-bad-text", 1), **patch})
+    assert status == 400 and answer["status"] == "rejected", answer
+    assert answer["error"]["code"] == "invalid_input"
+    assert list(answer["error"]["details"]["fields"]) == [field]
+    assert (count_rows(api.store, event_ledger), count_rows(api.store, capture_inbox)) == before
+
+
+@pytest.mark.parametrize(
+    "patch,field",
+    [
         ({"sessionId": None}, "sessionId"),
         ({"project": ""}, "project"),
         ({"hookType": 7}, "hookType"),
@@ -254,7 +275,7 @@ def test_malformed_observe_is_400_and_writes_nothing(api: Api, raw: str, content
         ({"timestamp": "yesterday"}, "timestamp"),
         ({"prompt": ["a"]}, "prompt"),
         ({"eventId": "a\nb"}, "eventId"),
-        ({"sessionId": "../../etc/passwd\x00"}, "sessionId"),
+        ({"sessionId": "x" * 201}, "sessionId"),
     ],
 )
 def test_invalid_observe_is_422_with_field_errors_and_writes_nothing(

@@ -9,9 +9,10 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from engram import audit, inbox
+from engram import audit, inbox, sessions
 from engram.api.errors import ApiError, error_response
 from engram.api.util import json_body, limit_arg, page, settings, store
+from engram.errors import SessionConflict
 from engram.events import InvalidEvent, validate_event
 
 bp = Blueprint("capture", __name__)
@@ -35,11 +36,7 @@ def _dispatch(event_id: str) -> None:
 
 @bp.post("/v1/observe")
 def observe() -> Any:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        return error_response(
-            400, "malformed_json", "body must be a JSON object", extra={"status": "rejected"}
-        )
+    body = json_body(extra={"status": "rejected"})
     try:
         event = validate_event(
             body, max_field_chars=settings().max_field_chars, received_at=time.time()
@@ -52,6 +49,11 @@ def observe() -> Any:
             details={"fields": exc.fields},
             extra={"status": "rejected"},
         )
+    with store().read() as conn:  # a session id belongs to one project: refuse before accepting
+        try:
+            sessions.check_owner(conn, event.session_id, event.project, event.agent_id)
+        except SessionConflict as exc:
+            return error_response(409, "session_conflict", str(exc), extra={"status": "rejected"})
     try:
         result = inbox.accept(store(), event, settings().inbox_max)
     except inbox.InboxFull as exc:

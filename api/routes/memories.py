@@ -8,7 +8,15 @@ from flask import Blueprint, jsonify, request
 
 from engram import memories, search
 from engram.api.errors import ApiError
-from engram.api.util import found_in_scope, json_body, limit_arg, page, scope_from, store
+from engram.api.util import (
+    found_in_scope,
+    in_callers_scope,
+    json_body,
+    limit_arg,
+    page,
+    scope_from,
+    store,
+)
 
 bp = Blueprint("memories", __name__)
 
@@ -65,6 +73,7 @@ def new_version(memory_id: str) -> Any:
             "content too long",
             details={"fields": {"content": f"at most {memories.MAX_CONTENT_CHARS} characters"}},
         )
+    in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
     item = memories.update_content(store(), store().keyword, memory_id, content)
     if item is None:
         raise ApiError(404, f"no memory {memory_id!r}")
@@ -74,6 +83,7 @@ def new_version(memory_id: str) -> Any:
 @bp.delete("/v1/memories/<memory_id>")
 def forget(memory_id: str) -> Any:
     reason = request.args.get("reason")
+    in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
     if not memories.forget(store(), store().keyword, memory_id, reason=reason):
         raise ApiError(404, f"no memory {memory_id!r}")
     return jsonify({"forgotten": memory_id})

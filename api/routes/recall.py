@@ -31,7 +31,9 @@ def search_() -> Any:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         errors["limit"] = "an integer 1-100"
     kinds = body.get("kinds")
-    if kinds is not None and (not isinstance(kinds, list) or not set(kinds) <= set(KINDS)):
+    if kinds is not None and (
+        not isinstance(kinds, list) or not all(isinstance(k, str) and k in KINDS for k in kinds)
+    ):
         errors["kinds"] = "a list of " + ", ".join(KINDS)
     if errors or not isinstance(query, str):
         raise ApiError(422, "invalid search", details={"fields": errors})

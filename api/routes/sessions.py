@@ -10,9 +10,11 @@ from engram import context, observations, sessions
 from engram.api.errors import ApiError
 from engram.api.util import (
     found_in_scope,
+    in_callers_scope,
     json_body,
     limit_arg,
     page,
+    parsed_body,
     scope_from,
     settings,
     store,
@@ -86,7 +88,7 @@ def end(session_id: str) -> Any:
     """End a session. A body with ``project`` (and ``host``, ``cwd``, ``agentId``) first creates
     a session not seen yet: a hook's end may arrive before a worker stored the session's first
     event, or after its start was lost."""
-    body = request.get_json(silent=True) if request.content_length else None
+    body = parsed_body() if request.content_length else None
     if body is not None:
         if not isinstance(body, dict):
             raise ApiError(400, "body must be a JSON object", code="malformed_json")
@@ -99,7 +101,9 @@ def end(session_id: str) -> Any:
             raise ApiError(422, "invalid session", details={"fields": errors})
         if project and sessions.get(store(), session_id) is None:
             sessions.start(store(), session_id, project, host=host, agent_id=agent_id, cwd=cwd)
-    session = sessions.end(store(), session_id)
+    else:
+        project = agent_id = None
+    session = sessions.end(store(), session_id, project, agent_id)
     if session is None:
         raise ApiError(404, f"no session {session_id!r}")
     current_app.extensions["engram.enqueue_summary"](session_id)
@@ -137,6 +141,9 @@ def get_observation(observation_id: str) -> Any:
 
 @bp.delete("/v1/observations/<observation_id>")
 def forget_observation(observation_id: str) -> Any:
+    in_callers_scope(
+        lambda: observations.get(store(), observation_id), "observation", observation_id
+    )
     if not observations.forget(store(), store().keyword, observation_id, actor="api"):
         raise ApiError(404, f"no observation {observation_id!r}")
     return jsonify({"forgotten": observation_id})
