@@ -10,6 +10,7 @@ from flask import current_app, request
 from engram import inputs
 from engram.api.errors import ApiError
 from engram.pagination import parse_limit
+from engram.privacy import scrub
 from engram.scope import Scope, ScopeError
 from engram.settings import Settings
 from engram.store import Store
@@ -32,10 +33,11 @@ def bad_input(exc: inputs.BadInput, extra: dict[str, Any] | None = None) -> ApiE
 
 
 def parsed_body(extra: dict[str, Any] | None = None) -> Any:
-    """The request body, parsed and checked by engram.inputs (depth, text, numbers); 400 when
-    it is not usable JSON, 413 when it is over the route's size limit."""
+    """The request body, parsed and checked by engram.inputs (depth, text, numbers) and scrubbed
+    of secrets in every field, key and identifier (engram.privacy.scrub) before a route sees
+    it; 400 when it is not usable JSON, 413 when it is over the route's size limit."""
     try:
-        return inputs.parse_json(request.get_data(cache=True))
+        return scrub(inputs.parse_json(request.get_data(cache=True)))
     except inputs.BadInput as exc:
         raise bad_input(exc, extra) from None
 

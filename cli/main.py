@@ -247,7 +247,7 @@ def _celery_for(settings: Settings, queues: list[str] | None = None) -> Any:
     from engram.tasks.app import configure
 
     setup_logging(settings.log_level)
-    prepare_dirs(settings)
+    prepare_dirs(settings, private=True)
     bound_heap()
     Store.open(settings.database_url).close()  # migrate once, before a pool forks
     runtime.install(runtime.Services(settings, queues=queues))

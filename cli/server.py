@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -44,9 +45,41 @@ def setup_logging(level: str) -> None:
             logging.getLogger(name).setLevel(quiet)
 
 
-def prepare_dirs(settings: Settings) -> None:
-    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    settings.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+def prepare_dirs(settings: Settings, *, private: bool = False) -> None:
+    """The data and config dirs, 0700. ``private`` (the server, a worker, beat: the processes
+    that own the data dir): this process creates its files 0600 and its dirs 0700 from now on
+    (the store, its WAL, Chroma's files, the beat schedule), and files an older version left
+    readable are tightened."""
+    import os
+
+    if private:
+        os.umask(0o077)
+    for directory in (settings.data_dir, settings.config_dir):
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if private:
+            tighten(directory)
+
+
+def tighten(directory: Path) -> None:
+    """Take group and other access off everything under ``directory`` (owner's files only)."""
+    import os
+    import stat
+
+    uid = os.getuid()
+    for root, dirs, files in os.walk(directory):
+        for name in [*dirs, *files]:
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+                if info.st_uid == uid and not stat.S_ISLNK(info.st_mode) and info.st_mode & 0o077:
+                    os.chmod(path, stat.S_IMODE(info.st_mode) & 0o700)
+            except OSError:
+                continue  # gone meanwhile, or not ours to change
+    try:
+        if directory.stat().st_mode & 0o077:
+            directory.chmod(0o700)
+    except OSError:
+        pass
 
 
 @dataclass
@@ -165,6 +198,7 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
     """Run the gateway under waitress until SIGINT/SIGTERM; returns the exit code."""
     from waitress.server import create_server
 
+    prepare_dirs(settings, private=True)
     gateway = build_gateway(settings, start_worker=False)
     try:
         # Bind before starting the worker: a taken port fails before any work begins. Waitress

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from engram.pagination import BadCursor, decode_cursor, encode_cursor
+from engram.privacy import scrub, scrub_name
 from engram.schema import audit_log
 from engram.store import Store, dumps, iso, loads, now
 
@@ -21,8 +22,10 @@ def record(
 ) -> None:
     """Write one audit row inside the caller's transaction (so it commits with the change).
 
-    ``details`` must never carry memory content or payloads: ids, counts and reasons only.
+    ``details`` must never carry memory content or payloads: ids, counts and reasons only; a
+    reason is the caller's text, scrubbed like everything else stored.
     """
+    target_id, kept = scrub_name(target_id), scrub(details or {})
     conn.execute(
         insert(audit_log).values(
             at=now(),
@@ -30,7 +33,7 @@ def record(
             action=action,
             target_kind=target_kind,
             target_id=target_id,
-            details=dumps(details or {}),
+            details=dumps(kept),
         )
     )
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from engram.errors import FieldErrors
-from engram.privacy import scrub, scrub_text
+from engram.privacy import scrub, scrub_name, scrub_text
 from engram.wire import MAX_ID_CHARS, derived_event_id
 
 MAX_NAME_LENGTH = 200
@@ -177,6 +177,16 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
     if errors:
         raise InvalidEvent(errors)
     assert session_id and project and host and hook_type  # guaranteed by the checks above
+    # A secret in a name is cut and the name keeps its identity (privacy.scrub_name).
+    session_id, project, host, hook_type = (
+        scrub_name(session_id),
+        scrub_name(project),
+        scrub_name(host),
+        scrub_name(hook_type),
+    )
+    event_id = scrub_name(event_id) if event_id else event_id
+    tool_name = scrub_name(tool_name) if tool_name else tool_name
+    agent_id = scrub_name(agent_id) if agent_id else agent_id
 
     tool_input = scrub(bound_value(body.get("toolInput"), max_field_chars))
     tool_output = scrub(bound_value(body.get("toolOutput"), max_field_chars))

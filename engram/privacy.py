@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["contains_secret", "scrub", "scrub_text"]
+__all__ = ["contains_secret", "scrub", "scrub_name", "scrub_text"]
 
 PRIVATE_MARKER = "[PRIVATE]"
 SECRET_FIELD_MARKER = "[REDACTED:secret-field]"
@@ -176,6 +176,25 @@ def _ctx(kind: str, needles: str, pattern: str, pick: str | Pick = "v") -> Rule:
     return f"[REDACTED:{kind}]", tuple(needles.split()), re.compile(pattern), pick, True  # lower
 
 
+def _back(chars: str, least: int, most: int) -> Pick:
+    """A pick for a token whose literal sits inside it (`…Q~…`, `…:AA…`, `…-us12`): the match
+    starts at the literal, and the token's head is the `least`-`most` characters of `chars`
+    before it (bounded, so the look back stays constant time)."""
+    allowed = frozenset(chars)
+
+    def pick(m: re.Match[str], _text: str, _memo: dict[str, Any]) -> tuple[int, int] | None:
+        hay, start = m.string, m.start()
+        head = start
+        while head > 0 and start - head < most and hay[head - 1] in allowed:
+            head -= 1
+        if start - head < least or (head > 0 and hay[head - 1] in allowed):
+            return None  # too short a head, or a longer word it is part of
+        return head, m.end()
+
+    return pick
+
+
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _W = r"[\w-]"  # a token character: a token must not continue one (`desk-lamp`, `task-sk-...`)
 _NO_REF = r"(?!\[redacted:|\[private\]|\$|<|\{\{)"  # already scrubbed, or a reference
 _HEADER_VALUE = (  # after a header name: a scheme word or not, then the credential
@@ -214,10 +233,59 @@ _RULES = (
     _tok("twilio-key", "SK", r"SK(?<!\wSK)[0-9a-fA-F]{32}(?!\w)"),
     _tok("digitalocean-token", "_v1_", r"do(?<!\wdo)[opr]_v1_[a-f0-9]{64}(?!\w)"),
     _tok("jwt", "eyJ", rf"eyJ(?<!{_W}eyJ)[\w-]{{10,}}\.eyJ[\w-]{{10,}}\.[\w-]*"),
+    # More providers, after gitleaks' and trufflehog's public rule sets: a prefix the provider
+    # documents, then the shape of the rest.
+    _tok("shopify-token", "shp", r"shp(?<!\wshp)(?:at|ss|ca|pa)_[a-fA-F0-9]{32}(?!\w)"),
+    _tok("databricks-token", "dapi", r"dapi(?<!\wdapi)[a-f0-9]{32}(?:-\d)?(?!\w)"),
+    _tok("azure-ad-client-secret", "Q~", r"Q~(?<=\dQ~)[\w~.-]{31,34}(?![\w~.-])",
+         _back(_ALNUM + "_~.", 4, 4)),
+    _tok("discord-bot-token", ".",
+         r"[MNO](?<![\w-][MNO])[\w-]{23,25}\.[\w-]{6}\.[\w-]{27,38}(?![\w-])"),
+    _tok("linear-key", "lin_api_", r"lin_api_(?<!\wlin_api_)[A-Za-z0-9]{40}(?!\w)"),
+    _tok("vault-token", "hv", r"hv(?<!\whv)[sb]\.[\w-]{90,}"),
+    _tok("age-secret-key", "AGE-SECRET-KEY-1",
+         r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    _tok("newrelic-key", "NRAK-", r"NRAK-(?<!\wNRAK-)[A-Z0-9]{27}(?!\w)"),
+    _tok("grafana-token", "glsa_", r"glsa_(?<!\wglsa_)[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?!\w)"),
+    _tok("grafana-token", "glc_", r"glc_(?<!\wglc_)[A-Za-z0-9+/]{32,400}={0,2}"),
+    _tok("postman-key", "PMAK-", r"PMAK-(?<!\wPMAK-)[a-fA-F0-9]{24}-[a-fA-F0-9]{34}(?!\w)"),
+    _tok("sentry-token", "sntry", r"sntry(?<!\wsntry)(?:s_eyJ[\w=+/-]{50,}|u_[a-f0-9]{64}(?!\w))"),
+    _tok("figma-token", "figd_", r"figd_(?<!\wfigd_)[\w-]{40,}"),
+    _tok("square-token", "sq0", r"sq0(?<!\wsq0)(?:atp|csp)-[\w-]{22,60}"),
+    _tok("square-token", "EAAA", r"EAAA(?<![\w-]EAAA)[\w+=-]{60}(?![\w+=-])"),
+    _tok("heroku-key", "HRKU-", r"HRKU-(?<!\wHRKU-)[\w-]{40,}"),
+    _tok("planetscale-token", "pscale_", r"pscale_(?<!\wpscale_)(?:tkn|pw|oauth)_[\w.-]{32,64}"),
+    _tok("supabase-token", "sbp_", r"sbp_(?<!\wsbp_)[a-f0-9]{40}(?!\w)"),
+    _tok("groq-key", "gsk_", r"gsk_(?<!\wgsk_)[A-Za-z0-9]{52}(?!\w)"),
+    _tok("replicate-token", "r8_", r"r8_(?<!\wr8_)[A-Za-z0-9]{37}(?!\w)"),
+    _tok("notion-token", "ntn_", r"ntn_(?<!\wntn_)[A-Za-z0-9]{40,}"),
+    _tok("notion-token", "secret_", r"secret_(?<!\wsecret_)[A-Za-z0-9]{43}(?!\w)"),
+    _tok("telegram-bot-token", ":AA", r":AA[\w-]{33}(?![\w-])", _back("0123456789", 8, 10)),
+    _tok("mailchimp-key", "-us", r"-us\d{1,2}(?!\w)", _back("0123456789abcdef", 32, 32)),
+    _tok("dynatrace-token", "dt0c01.", r"dt0c01\.(?<!\wdt0c01\.)[A-Z0-9]{24}\.[A-Z0-9]{64}"),
+    _tok("pulumi-token", "pul-", r"pul-(?<!\wpul-)[a-f0-9]{40}(?!\w)"),
+    _tok("terraform-token", ".atlasv1.", r"\.atlasv1\.[\w=-]{60,70}", _back(_ALNUM, 14, 14)),
+    _tok("rubygems-key", "rubygems_", r"rubygems_(?<!\wrubygems_)[a-f0-9]{48}(?!\w)"),
+    _tok("dockerhub-token", "dckr_pat_", r"dckr_pat_(?<!\wdckr_pat_)[\w-]{27,}"),
+    _tok("tailscale-key", "tskey-",
+         r"tskey-(?<![\w-]tskey-)(?:api|auth|client|webhook|scim)-[\w-]{16,}"),
+    _tok("1password-token", "ops_eyJ", r"ops_eyJ(?<!\wops_eyJ)[\w+/=-]{100,}"),
+    _tok("doppler-token", "dp.",
+         r"dp\.(?<![\w.]dp\.)(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}(?!\w)"),
+    _tok("atlassian-token", "ATATT3", r"ATATT3(?<!\wATATT3)[\w=-]{100,}"),
+    _tok("flyio-token", "fo1_", r"fo1_(?<!\wfo1_)[\w-]{43}(?![\w-])"),
+    _tok("flyio-token", "FlyV1 ", r"FlyV1 fm\d_[\w+/=,-]{100,}"),
+    _tok("cloudflare-origin-key", "v1.0-", r"v1\.0-(?<![\w.]v1\.0-)[a-f0-9]{24}-[a-f0-9]{146}"),
+    _tok("stripe-webhook-secret", "whsec_", r"whsec_(?<!\wwhsec_)[A-Za-z0-9+/=]{32,}"),
+    _tok("gitlab-token", "gl", r"gl(?<!\wgl)(?:ptt|dt|rt|cbt|imt|agent|oas|soat|ffct)-[\w-]{20,}"),
+    _tok("gitlab-token", "GR1348941", r"GR1348941(?<!\wGR1348941)[\w-]{20,}"),
+    _tok("brevo-key", "xkeysib-", r"xkeysib-(?<!\wxkeysib-)[a-f0-9]{64}-[A-Za-z0-9]{16}(?!\w)"),
+    _tok("mapbox-secret-token", "sk.eyJ", r"sk\.eyJ(?<![\w.]sk\.eyJ)[\w.-]{80,}"),
     # Context-bound credentials: keep the context, cut group `v`. Userinfo may not hold `[`/`]`
     # (RFC 3986), which also keeps a marker from being re-read as one.
     _ctx("url-credentials", "@", r"://(?<=[a-z0-9]://)[^\s:@/?#\"'<>\[\]]*:"
          rf"{_NO_REF}(?P<v>[^\s/?#\"'<>\[\]]+)@(?=[^\s@/?#\"'<>])"),
+    _ctx("azure-sas-signature", "sig=", r"sig=(?<=[?&]sig=)(?P<v>[\w%+/=-]{30,})"),
     _ctx("azure-storage-key", "key=", r"key=(?:(?<=accountkey=)|(?<=sharedaccesskey=))"
          r"(?P<v>[a-z0-9+/]{20,}={0,2})"),
     _ctx("aws-secret-key", "secret",  # aws_secret_access_key, aws-secret-key, SecretAccessKey
@@ -328,24 +396,73 @@ _SECRET_KEY = re.compile(
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+_MARKER = re.compile(r"\[(?:REDACTED:[\w-]+|PRIVATE)\](?:~[0-9a-f]{12})?")
+
+
 @lru_cache(maxsize=1024)
 def _is_secret_key(key: str) -> bool:
+    key = _MARKER.sub("", key)  # a key that held a secret (`[REDACTED:github-token]~…`) names none
     return bool(_SECRET_KEY.search(key)) and not _BENIGN_NAME.search(_CAMEL.sub("_", key).lower())
 
 
+IDENTIFIER_KEYS = frozenset(
+    {"id", "eventId", "sessionId", "project", "agentId", "toolName", "host", "hookType"}
+)
+"""Keys whose values identify something: a secret in one is replaced by `scrub_name`, which
+keeps distinct ids distinct (and the same id the same), so nothing is merged or split."""
+
+
+def scrub_name(text: str) -> str:
+    """An identifier (an id, a project, a tool name, an object key) with any secret in it cut
+    out and a digest of the original appended: `deploy-ghp_…` becomes
+    `deploy-[REDACTED:github-token]~3f9a0c12b4e1`. Two ids that differ only in their secret stay
+    two ids, a resend of one maps to the same id, and the result scrubs to itself."""
+    if not isinstance(text, str) or not text:
+        return text
+    scrubbed = scrub_text(text)
+    if scrubbed == text:
+        return text
+    import hashlib  # only for an id that held a secret
+
+    return f"{scrubbed}~{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+def _secret_value(value: object) -> bool:
+    """Whether a value under a secret-looking key is a value to cut: text, a number (a PIN, a
+    numeric password), or a non-empty list or object (`{"password": ["..."]}`). Flags, empty
+    values and markers stay."""
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value) and value != SECRET_FIELD_MARKER
+    return not isinstance(value, (list, tuple, dict)) or bool(value)
+
+
 def scrub(value: object) -> object:
-    """Scrub dicts, lists, tuples and strings recursively; other values come back unchanged. A
-    non-empty string under a secret-looking key (`password`, `api_key`, `Authorization`, ...)
-    becomes `[REDACTED:secret-field]` whole; keys themselves are never changed."""
+    """Scrub dicts, lists, tuples and strings recursively; other values come back unchanged.
+
+    - A value under a secret-looking key (`password`, `api_key`, `Authorization`, ...) becomes
+      `[REDACTED:secret-field]` whole: a string, a number, a list or an object.
+    - A key holding a secret is replaced as an identifier (`scrub_name`), as are the values of
+      identifier keys (`eventId`, `sessionId`, `project`, ...).
+    """
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, dict):
-        return {
-            k: SECRET_FIELD_MARKER
-            if isinstance(k, str) and isinstance(v, str) and v and _is_secret_key(k)
-            else scrub(v)
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, str):
+                if _is_secret_key(k) and _secret_value(v):
+                    v = SECRET_FIELD_MARKER
+                elif k in IDENTIFIER_KEYS and isinstance(v, str):
+                    v = scrub_name(v)
+                else:
+                    v = scrub(v)
+                k = scrub_name(k)
+            else:
+                v = scrub(v)
+            out[k] = v
+        return out
     if isinstance(value, (list, tuple)):
         items = [scrub(v) for v in value]
         return items if isinstance(value, list) else tuple(items)

@@ -8,6 +8,7 @@ from sqlalchemy import Connection, exists, or_, select, update
 
 from engram.errors import SessionConflict
 from engram.pagination import keyset_page
+from engram.privacy import scrub_text
 from engram.schema import capture_inbox, sessions
 from engram.scope import Scope, restrict
 from engram.store import Store, insert_ignore, iso, loads, now
@@ -53,7 +54,7 @@ def ensure(
             "project": project,
             "host": host,
             "agent_id": agent_id,
-            "cwd": cwd,
+            "cwd": scrub_text(cwd) if cwd else cwd,  # a path may hold a token (`~/x/ghp_…/repo`)
             "status": "active",
             "started_at": started_at or now(),
         },
@@ -92,7 +93,7 @@ def start(
                 .where(sessions.c.id == session_id)
                 .values(
                     host=sessions.c.host if host is None else host,
-                    cwd=sessions.c.cwd if cwd is None else cwd,
+                    cwd=sessions.c.cwd if cwd is None else scrub_text(cwd),
                     status="active",
                     ended_at=None,
                 )

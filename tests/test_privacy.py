@@ -350,23 +350,38 @@ def test_scrub_nested_values() -> None:
     assert value["password"] == "hunter2"  # the input is not mutated
 
 
-def test_scrub_keeps_non_string_values_under_secret_keys() -> None:
-    value = {
+def test_any_value_under_a_secret_key_is_cut_but_flags_and_empties_stay() -> None:
+    cut = {
         "token": 123,
-        "password": None,
-        "secret": True,
-        "api_key": "",
+        "db_password": 123456789012,
         "credentials": {"user": "bob"},
         "session_token": ["a", "b"],
+        "password": ["hunter2"],
     }
-    assert scrub(value) == value
+    assert scrub(cut) == dict.fromkeys(cut, "[REDACTED:secret-field]")
+    kept = {"password": None, "secret": True, "api_key": "", "token": [], "auth_key": {}}
+    assert scrub(kept) == kept
 
 
-def test_scrub_never_changes_keys() -> None:
-    value = {GITHUB_PAT: "x", "password": "y", 3: "z"}
-    out = scrub(value)
-    assert list(out) == [GITHUB_PAT, "password", 3]
+def test_a_key_holding_a_secret_is_cut_and_keys_stay_distinct() -> None:
+    other = GITHUB_PAT[:-4] + "WXYZ"
+    out = scrub({GITHUB_PAT: "x", other: "y", "password": "z", 3: "w", "plain": "v"})
+    keys = [k for k in out if isinstance(k, str)]
+    assert not any(GITHUB_PAT in k or other in k for k in keys)
+    assert len(set(out)) == 5 and out["plain"] == "v" and out[3] == "w"
     assert out["password"] == "[REDACTED:secret-field]"
+    assert scrub(out) == out  # idempotent
+
+
+def test_identifiers_keep_their_identity_without_the_secret() -> None:
+    first = privacy.scrub_name(f"deploy-{GITHUB_PAT}")
+    second = privacy.scrub_name(f"deploy-{GITHUB_PAT[:-4]}WXYZ")
+    assert GITHUB_PAT not in first and first.startswith("deploy-[REDACTED:github-token]~")
+    assert first != second and privacy.scrub_name(f"deploy-{GITHUB_PAT}") == first
+    assert privacy.scrub_name(first) == first and privacy.scrub_name("plain-id") == "plain-id"
+    body = scrub({"sessionId": f"s-{GITHUB_PAT}", "project": "p", "toolInput": {"id": GITHUB_PAT}})
+    assert body["sessionId"] == privacy.scrub_name(f"s-{GITHUB_PAT}")  # type: ignore[index]
+    assert GITHUB_PAT not in json.dumps(body)
 
 
 @pytest.mark.parametrize(
@@ -458,3 +473,74 @@ def test_scrubbing_adversarial_text_takes_linear_time(text: str) -> None:
     started = time.perf_counter()
     scrub_text(text)
     assert time.perf_counter() - started < 4 * LINEAR_BOUND_SECONDS
+
+
+# --- more provider shapes (gitleaks / trufflehog rule sets as the reference) ---------------------
+# Each: the marker it must become, a fake secret of the right shape in a realistic line, and a
+# look-alike that must survive (a prefix without the shape, a word that merely starts alike).
+HEX = "0123456789abcdef" * 12
+B62 = "Ab3De6Gh9Jk2Mn5Pq8St1Vw4Yz7" * 8
+PROVIDERS = [
+    ("shopify-token", "X-Shopify-Access-Token: shpat_" + HEX[:32], "shpat_notes.md"),
+    ("databricks-token", "DATABRICKS_HOST=x dapi" + HEX[:32], "dapifoo is a word"),
+    ("azure-ad-client-secret", "client secret abc8Q~" + B62[:34], "Q~ is a tilde after Q"),
+    ("discord-bot-token", "bot " + "MTk" + B62[:21] + "." + B62[:6] + "." + B62[:27],
+     "Mr. Smith.went home"),
+    ("linear-key", "LINEAR lin_api_" + B62[:40], "lin_api_docs"),
+    ("vault-token", "VAULT hvs." + B62[:95], "hvs.example"),
+    ("age-secret-key", "AGE-SECRET-KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" * 2,
+     "AGE-SECRET-KEY-1 is the prefix"),
+    ("newrelic-key", "key NRAK-" + "A1B2C3D4E5F6G7H8J9K0L1M2N3P", "NRAK-short"),
+    ("grafana-token", "GF glsa_" + B62[:32] + "_" + HEX[:8], "glsa_ is a prefix"),
+    ("grafana-token", "GF glc_" + B62[:40] + "==", "glc_x"),
+    ("postman-key", "PMAK-" + HEX[:24] + "-" + HEX[:34], "PMAK-1234"),
+    ("sentry-token", "SENTRY sntryu_" + HEX[:64], "sntryu_abc"),
+    ("figma-token", "FIGMA figd_" + B62[:40], "figd_"),
+    ("square-token", "SQ sq0atp-" + B62[:22], "sq0atp-1"),
+    ("square-token", "SQ EAAA" + B62[:60], "EAAA batteries"),
+    ("heroku-key", "HEROKU HRKU-" + B62[:60], "HRKU-1"),
+    ("planetscale-token", "PS pscale_tkn_" + B62[:40], "pscale_tkn_x"),
+    ("supabase-token", "SB sbp_" + HEX[:40], "sbp_1"),
+    ("groq-key", "GROQ gsk_" + B62[:52], "gsk_short"),
+    ("replicate-token", "R r8_" + B62[:37], "r8_ is a model"),
+    ("notion-token", "NOTION ntn_" + B62[:45], "ntn_x"),
+    ("notion-token", "NOTION secret_" + B62[:43], "secret_name = 'x'"),
+    ("telegram-bot-token", "bot 123456789:AA" + B62[:33], "12:AA batteries"),
+    ("mailchimp-key", "MC " + HEX[:32] + "-us12", "plain-us12"),
+    ("dynatrace-token", "DT dt0c01." + "A1B2C3D4E5F6G7H8J9K0L1M2" + "." + "A1B2C3D4" * 8,
+     "dt0c01.short"),
+    ("pulumi-token", "PULUMI pul-" + HEX[:40], "pul-request"),
+    ("terraform-token", "TF " + B62[:14] + ".atlasv1." + B62[:64], "x.atlasv1.y"),
+    ("rubygems-key", "GEM rubygems_" + HEX[:48], "rubygems_org"),
+    ("dockerhub-token", "DOCKER dckr_pat_" + B62[:27], "dckr_pat_"),
+    ("tailscale-key", "TS tskey-auth-" + B62[:30], "tskey-auth"),
+    ("1password-token", "OP ops_eyJ" + B62[:120], "ops_eyJ"),
+    ("doppler-token", "DOPPLER dp.st." + B62[:43], "dp.st.x"),
+    ("atlassian-token", "JIRA ATATT3" + B62[:180], "ATATT3 short"),
+    ("flyio-token", "FLY fo1_" + B62[:43], "fo1_x"),
+    ("cloudflare-origin-key", "CF v1.0-" + HEX[:24] + "-" + HEX[:146], "v1.0-release"),
+    ("stripe-webhook-secret", "STRIPE whsec_" + B62[:40], "whsec_"),
+    ("gitlab-token", "GL glrt-" + B62[:20], "glrt-x"),
+    ("gitlab-token", "GL GR1348941" + B62[:20], "GR1348941"),
+    ("brevo-key", "BREVO xkeysib-" + HEX[:64] + "-" + B62[:16], "xkeysib-1"),
+    ("mapbox-secret-token", "MAPBOX sk.eyJ" + B62[:90], "sk.eyJ"),
+    ("azure-sas-signature", "https://a.blob.core.windows.net/c/b?sv=2022&sig=" + B62[:43] + "%3D",
+     "the sig= parameter"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "line", "lookalike"), PROVIDERS)
+def test_provider_shapes_are_cut_and_lookalikes_survive(
+    kind: str, line: str, lookalike: str
+) -> None:
+    out = scrub_text(line)
+    assert f"[REDACTED:{kind}]" in out, out
+    secret = line.split()[-1].split("sig=")[-1].split("%")[0].split(":")[-1]
+    assert secret[-12:] not in out, out
+    assert scrub_text(out) == out
+    assert scrub_text(lookalike) == lookalike
+
+
+def test_at_least_forty_provider_shapes() -> None:
+    kinds = {rule[0] for rule in privacy._RULES}
+    assert len(kinds) >= 40, len(kinds)
