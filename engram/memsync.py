@@ -27,6 +27,7 @@ Keys are ``<tool>@<12-hex root fingerprint>:<relpath>[#anchor]``. A row under th
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import re
 from typing import Any
@@ -40,7 +41,7 @@ from engram.events import bound_text
 from engram.keyword import KeywordIndex
 from engram.memories import NewMemory
 from engram.privacy import scrub_text
-from engram.schema import import_ledger
+from engram.schema import import_ledger, memory_versions
 from engram.schema import memories as memories_table
 from engram.store import Store, loads, now
 
@@ -51,6 +52,7 @@ MAX_FACTS = 2000
 _HEX = re.compile(r"[0-9a-f]{12}")
 _HASH = re.compile(r"[0-9a-f]{64}")
 _ANCHOR = re.compile(r"[^\s#]{1,300}")
+_WORD = re.compile(r"\w+")
 
 
 class InvalidSync(FieldErrors):
@@ -178,6 +180,7 @@ class Outcome:
     reconciled: int = 0
     conflicts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     memories: dict[str, str] = dataclasses.field(default_factory=dict)
+    renamed: dict[str, str] = dataclasses.field(default_factory=dict)  # old anchor -> new anchor
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -189,6 +192,7 @@ class Outcome:
             "reconciled": self.reconciled,
             "conflicts": self.conflicts,
             "memories": self.memories,
+            "renamed": self.renamed,
         }
 
 
@@ -216,6 +220,9 @@ def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
             out.memories = {_anchor(k): r.memory_id for k, r in rows.items()}
             return out
         current = _memories(conn, [r.memory_id for r in rows.values()], lock=True)
+        for old_key, new_key in _rekey_edited(conn, req, rows, current).items():
+            rows[new_key] = rows.pop(old_key)  # the same fact, edited: it keeps its memory
+            out.renamed[_anchor(old_key)] = _anchor(new_key)
         by_anchor = {f.anchor: f for f in req.facts}
         contested = {
             key: row
@@ -252,16 +259,6 @@ def _import(
     for fact in req.facts:
         key = prefix + fact.anchor
         row = rows.get(key)
-        old_key = None if row is not None else _moved_from(gone, current, fact)
-        if old_key is not None:  # the same fact under a new anchor keeps its memory
-            row = gone.pop(old_key)
-            conn.execute(
-                update(import_ledger)
-                .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == old_key)
-                .values(source_key=key)
-            )
-            if old_key in contested:
-                contested[key] = contested.pop(old_key)
         memory = current.get(row.memory_id) if row is not None else None
         if row is not None and memory is None and row.content_hash == fact.hash:
             # forgotten in Engram: that was a decision about this fact; keep to it while the
@@ -315,17 +312,103 @@ def _import(
     _resolve_links(conn, req, out)
 
 
-def _moved_from(gone: dict[str, Any], current: dict[str, Any], fact: Fact) -> str | None:
-    """The key of a fact gone from its anchor that this fact is: the same text as last imported,
-    or as the memory reads now (the file was edited to match an Engram edit, first words too)."""
-    for key, row in gone.items():
-        if row.content_hash == fact.hash:
-            return key
-    for key, row in gone.items():
+SIMILAR_IN_SECTION = 0.3
+"""Least word-level similarity for an edited fact to keep its memory within its section."""
+SIMILAR_ELSEWHERE = 0.6
+"""... and across sections (its heading renamed, or the fact moved to another one)."""
+
+
+def _rekey_edited(
+    conn: Connection, req: FileSync, rows: dict[str, Any], current: dict[str, Any]
+) -> dict[str, str]:
+    """Which facts gone from their anchor are facts new to the file, edited: an anchor is made
+    from a fact's first words, so an edit gives it a new one. Pairs, in order of evidence:
+
+    1. the same text as last imported, or as the memory reads now (moved, or the file edited
+       to match an Engram edit);
+    2. similarity of words (difflib), most similar pair first, each fact paired once: at least
+       SIMILAR_IN_SECTION within a section, SIMILAR_ELSEWHERE across sections.
+
+    Position is not evidence: the ledger does not record where a fact stood, and "the one fact
+    gone from a section, the one new to it" is as often a deletion beside an addition as an
+    edit. A rewording that shares too few words is a retirement and a new memory.
+
+    A split keeps the memory with the more similar half and creates the other; a merge keeps the
+    more similar one's memory and retires the other (its text stays in its history): no text
+    is lost and none doubled. The pairs' ledger rows are renamed here, before anything else
+    reads them; returns {old key: new key}."""
+    prefix = req.source_key + "#"
+    anchors = {f.anchor for f in req.facts}
+    gone = {k: r for k, r in rows.items() if k.startswith(prefix) and _anchor(k) not in anchors}
+    new = [f for f in req.facts if prefix + f.anchor not in rows]
+    if not gone or not new:
+        return {}
+    pairs: dict[str, Fact] = {}
+    for fact in new:  # 1. the same text
+        for key, row in gone.items():
+            memory = current.get(row.memory_id)
+            same = row.content_hash == fact.hash or (
+                memory is not None and memory.content == fact.content
+            )
+            if same and key not in pairs:
+                pairs[key] = fact
+                break
+    left_keys = [k for k in gone if k not in pairs]
+    left_facts = [f for f in new if all(f is not p for p in pairs.values())]
+    if left_keys and left_facts:  # 2. similar words
+        before = _imported_texts(conn, {k: gone[k] for k in left_keys}, current)
+        scored = sorted(
+            (
+                (_similarity(before[key], fact.content), i, key, fact)
+                for key in left_keys
+                for i, fact in enumerate(left_facts)
+            ),
+            key=lambda s: (-s[0], s[1], s[2]),
+        )
+        taken: set[int] = set()
+        for similarity, i, key, fact in scored:
+            same_section = _section(_anchor(key)) == _section(fact.anchor)
+            least = SIMILAR_IN_SECTION if same_section else SIMILAR_ELSEWHERE
+            if similarity >= least and key not in pairs and i not in taken:
+                pairs[key] = fact
+                taken.add(i)
+    renamed = {}
+    for key, fact in pairs.items():
+        conn.execute(
+            update(import_ledger)
+            .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+            .values(source_key=prefix + fact.anchor)
+        )
+        renamed[key] = prefix + fact.anchor
+    return renamed
+
+
+def _imported_texts(
+    conn: Connection, rows: dict[str, Any], current: dict[str, Any]
+) -> dict[str, str]:
+    """Each row's fact as it was last imported (its memory at the ledger's version), else as
+    the memory reads now, else empty."""
+    texts = {}
+    for key, row in rows.items():
+        text_ = conn.execute(
+            select(memory_versions.c.content).where(
+                memory_versions.c.memory_id == row.memory_id,
+                memory_versions.c.version == (row.memory_version or 0),
+            )
+        ).scalar()
         memory = current.get(row.memory_id)
-        if memory is not None and memory.content == fact.content:
-            return key
-    return None
+        texts[key] = text_ or (memory.content if memory is not None else "")
+    return texts
+
+
+def _section(anchor: str) -> str:
+    return anchor.rsplit("/", 1)[0] if "/" in anchor else ""
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(
+        None, _WORD.findall(a.lower()), _WORD.findall(b.lower()), autojunk=False
+    ).ratio()
 
 
 def _keep_conflict_copies(
