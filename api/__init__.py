@@ -21,7 +21,7 @@ from engram.api.routes import (
     sessions,
     sync,
 )
-from engram.api.util import check_request_text
+from engram.api.util import check_contract, check_request_text
 from engram.settings import Settings
 from engram.store import Store
 from engram.vectors import Vectors
@@ -66,6 +66,7 @@ def create_app(
     errors.register(app)
     auth.install(app, settings, secret)
     app.before_request(check_request_text)
+    app.before_request(check_contract)
     for blueprint in (
         health.bp,
         capture.bp,

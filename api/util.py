@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import current_app, request
+from flask import current_app, g, request
 
 from engram import inputs
+from engram.api.contract import BY_RULE, type_problems
 from engram.api.errors import ApiError
 from engram.pagination import parse_limit
 from engram.privacy import scrub
@@ -36,10 +37,13 @@ def parsed_body(extra: dict[str, Any] | None = None) -> Any:
     """The request body, parsed and checked by engram.inputs (depth, text, numbers) and scrubbed
     of secrets in every field, key and identifier (engram.privacy.scrub) before a route sees
     it; 400 when it is not usable JSON, 413 when it is over the route's size limit."""
+    if "engram_body" in g:  # parsed once a request (the contract check reads it first)
+        return g.engram_body
     try:
-        return scrub(inputs.parse_json(request.get_data(cache=True)))
+        g.engram_body = scrub(inputs.parse_json(request.get_data(cache=True)))
     except inputs.BadInput as exc:
         raise bad_input(exc, extra) from None
+    return g.engram_body
 
 
 def json_body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -48,6 +52,20 @@ def json_body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "body must be a JSON object", code="malformed_json", extra=extra)
     return body
+
+
+def check_contract() -> None:
+    """Before a route: its body's fields have the types the contract (api/contract.py) gives
+    them; 422 naming each field that does not."""
+    rule = request.url_rule
+    route = BY_RULE.get((request.method, rule.rule)) if rule is not None else None
+    if route is None or route.body is None or not request.content_length:
+        return
+    extra = {"status": "rejected"} if route.capture else None
+    body = parsed_body(extra)
+    problems = type_problems(route, body) if isinstance(body, dict) else {}
+    if problems:
+        raise ApiError(422, "invalid request", details={"fields": problems}, extra=extra)
 
 
 def check_request_text() -> None:

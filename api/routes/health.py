@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from engram import status
+from engram.api.contract import openapi as openapi_document
 from engram.api.util import settings, store
 
 bp = Blueprint("health", __name__)
@@ -15,6 +16,13 @@ bp = Blueprint("health", __name__)
 @bp.get("/v1/livez")
 def livez() -> Any:
     return jsonify({"status": "ok"})
+
+
+@bp.get("/v1/openapi.json")
+def openapi() -> Any:
+    """The REST contract as OpenAPI 3.1, generated from api/contract.py (what the gateway
+    enforces)."""
+    return jsonify(openapi_document(current_app.config["ENGRAM_VERSION"]))
 
 
 @bp.get("/v1/health")

@@ -1,0 +1,386 @@
+"""The REST contract, once: every route with the types of what it reads. The gateway checks each
+request's body against it before the route runs (a value of the wrong type is a 422 naming the
+field, whatever the route does next), and `GET /v1/openapi.json` is generated from it, so the
+document and what is enforced cannot drift. Routes add what types cannot say (ranges that
+depend on settings, one-of rules, ids that must exist); tests/test_contract.py checks that every
+route of the app is here and that nothing here is a route the app lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engram.wire import MAX_ID_CHARS
+
+ANY = "any"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str | tuple[str, ...]  # JSON Schema type name(s), or ANY
+    required: bool = False
+    description: str = ""
+    max_length: int | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    enum: tuple[str, ...] | None = None
+    items: str | None = None  # the type of an array's items
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    rule: str  # as Flask writes it: /v1/memories/<memory_id>
+    summary: str
+    body: tuple[Field, ...] | None = None  # None: the route reads no body
+    query: tuple[Field, ...] = ()
+    public: bool = False
+    capture: bool = False  # a capture route: its refusals also say "status": "rejected"
+
+
+def _id(name: str, required: bool = False, description: str = "") -> Field:
+    return Field(name, "string", required, description, max_length=MAX_ID_CHARS)
+
+
+PROJECT = Field("project", "string", description='a project, or "*" for every project')
+AGENT = _id("agentId", description="narrows to this agent's items and items without an agent")
+LIMIT = Field("limit", "integer", minimum=1, maximum=100, description="page size")
+CURSOR = Field("cursor", "string", description="nextCursor of the previous page")
+SCOPE_QUERY = (PROJECT, AGENT)
+PAGE = (LIMIT, CURSOR)
+TIMESTAMP = Field(
+    "timestamp", ("string", "number"), description="ISO 8601, or epoch seconds or milliseconds"
+)
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/v1/livez", "Liveness: the process answers", public=True),
+    Route("GET", "/v1/health", "Health: the store answers", public=True),
+    Route("GET", "/v1/status", "Capture, queue, worker and index health, with fixes"),
+    Route("GET", "/v1/openapi.json", "This document"),
+    Route(
+        "POST",
+        "/v1/observe",
+        "Capture one event into the inbox",
+        capture=True,
+        body=(
+            _id("eventId", description="the host's own id; derived when absent"),
+            _id("sessionId", True),
+            Field("project", "string", True, max_length=200),
+            Field("host", "string", True, max_length=64),
+            Field("hookType", "string", True, max_length=64),
+            Field("toolName", "string", max_length=200),
+            Field("toolInput", ANY),
+            Field("toolOutput", ANY),
+            Field("prompt", "string"),
+            TIMESTAMP,
+            AGENT,
+        ),
+    ),
+    Route(
+        "GET",
+        "/v1/capture",
+        "The capture inbox: counts and entries by state",
+        query=(Field("state", "string"), *PAGE),
+    ),
+    Route(
+        "POST",
+        "/v1/capture/retry",
+        "Send dead letters again",
+        body=(_id("eventId"), Field("all", "boolean")),
+    ),
+    Route(
+        "POST",
+        "/v1/sessions",
+        "Start a session and get its context block",
+        body=(
+            _id("sessionId", True),
+            Field("project", "string", True, max_length=200),
+            Field("cwd", "string", max_length=4096),
+            Field("host", "string", max_length=64),
+            AGENT,
+            Field("budgetTokens", "integer", minimum=1, maximum=100_000),
+            Field("query", "string"),
+            TIMESTAMP,
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/<session_id>/end",
+        "End a session (its summary follows)",
+        body=(
+            Field("project", "string", max_length=200),
+            Field("host", "string", max_length=64),
+            Field("cwd", "string", max_length=4096),
+            AGENT,
+        ),
+    ),
+    Route(
+        "GET",
+        "/v1/sessions",
+        "Sessions, newest first",
+        query=(*SCOPE_QUERY, Field("status", "string"), *PAGE),
+    ),
+    Route("GET", "/v1/sessions/<session_id>", "One session", query=SCOPE_QUERY),
+    Route(
+        "GET",
+        "/v1/sessions/<session_id>/observations",
+        "A session's timeline",
+        query=(*SCOPE_QUERY, *PAGE),
+    ),
+    Route("GET", "/v1/observations/<observation_id>", "One observation", query=SCOPE_QUERY),
+    Route(
+        "DELETE", "/v1/observations/<observation_id>", "Forget an observation", query=SCOPE_QUERY
+    ),
+    Route(
+        "POST",
+        "/v1/search",
+        "Hybrid search",
+        body=(
+            Field("query", "string", True, max_length=4000),
+            PROJECT,
+            AGENT,
+            Field("mode", "string", enum=("hybrid", "keyword", "bm25", "semantic", "vector")),
+            LIMIT,
+            Field("kinds", "array", items="string"),
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/context",
+        "The context block for a project",
+        body=(
+            PROJECT,
+            AGENT,
+            Field("query", "string"),
+            _id("sessionId"),
+            Field("budgetTokens", "integer", minimum=1, maximum=100_000),
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/graph/query",
+        "Entities, their neighbours and the documents about them",
+        body=(
+            PROJECT,
+            AGENT,
+            Field("entity", "string", max_length=300),
+            Field("query", "string", max_length=4000),
+            Field("type", "string"),
+            Field("depth", "integer", minimum=1, maximum=2),
+            LIMIT,
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/memories",
+        "Save a memory",
+        body=(
+            Field("content", "string", True, max_length=20_000),
+            Field("project", "string", max_length=200),
+            Field("scope", "string", max_length=64),
+            Field("concepts", "array", items="string"),
+            AGENT,
+        ),
+    ),
+    Route(
+        "GET",
+        "/v1/memories",
+        "Memories, newest first, or matching a query",
+        query=(*SCOPE_QUERY, Field("query", "string"), Field("scope", "string"), *PAGE),
+    ),
+    Route("GET", "/v1/memories/<memory_id>", "One memory with its versions", query=SCOPE_QUERY),
+    Route(
+        "PATCH",
+        "/v1/memories/<memory_id>",
+        "A new version of a memory",
+        body=(Field("content", "string", True, max_length=20_000),),
+        query=SCOPE_QUERY,
+    ),
+    Route(
+        "DELETE",
+        "/v1/memories/<memory_id>",
+        "Forget a memory",
+        query=(*SCOPE_QUERY, Field("reason", "string")),
+    ),
+    Route("GET", "/v1/projects/profile", "A project's profile", query=SCOPE_QUERY),
+    Route("GET", "/v1/observations", "Recent observations", query=(*SCOPE_QUERY, *PAGE)),
+    Route(
+        "GET",
+        "/v1/files/history",
+        "Observations that read or changed a file",
+        query=(*SCOPE_QUERY, Field("path", "string", True, max_length=4096), *PAGE),
+    ),
+    Route(
+        "POST",
+        "/v1/sync/files",
+        "One memory file's facts (engram watch)",
+        body=(
+            Field("user", "string", True),
+            Field("project", "string", True),
+            Field("scope", "string"),
+            Field("tool", "string", enum=("claude-code", "codex", "gemini", "cursor", "copilot")),
+            Field("root", "string"),
+            Field("relpath", "string"),
+            Field("path", "string"),
+            Field("contentHash", "string"),
+            Field("facts", "array", items="object"),
+            Field("force", "boolean"),
+        ),
+    ),
+    Route("GET", "/v1/export", "The whole store as one document"),
+    Route(
+        "POST",
+        "/v1/import",
+        "Load an export document",
+        body=(
+            Field("strategy", "string", enum=("merge", "replace", "skip")),
+            Field("data", "object", description="the export document"),
+        ),
+    ),
+    Route(
+        "GET",
+        "/v1/audit",
+        "The audit trail",
+        query=(Field("targetId", "string"), Field("action", "string"), *PAGE),
+    ),
+)
+BY_RULE = {(r.method, r.rule): r for r in ROUTES}
+
+_PY = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _PY[kind])
+
+
+def type_problems(route: Route, body: dict[str, Any]) -> dict[str, str]:
+    """Fields of ``body`` whose type (or enum, or item type) is not what the contract says. A
+    missing field is the route's to judge (its message says what it needs)."""
+    problems: dict[str, str] = {}
+    for field in route.body or ():
+        value = body.get(field.name)
+        if value is None or field.type == ANY:
+            continue
+        kinds = (field.type,) if isinstance(field.type, str) else field.type
+        if not any(_is(value, k) for k in kinds):
+            problems[field.name] = f"must be {' or '.join(_NAMES[k] for k in kinds)}"
+        elif field.enum is not None and value not in field.enum:
+            problems[field.name] = "one of " + ", ".join(field.enum)
+        elif field.items is not None and not all(_is(v, field.items) for v in value):
+            problems[field.name] = f"a list of {_NAMES[field.items]}s"
+    return problems
+
+
+_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "a list",
+}
+
+
+def _schema(field: Field) -> dict[str, Any]:
+    if field.type == ANY:
+        schema: dict[str, Any] = {}
+    elif isinstance(field.type, tuple):
+        schema = {"oneOf": [{"type": t} for t in field.type]}
+    else:
+        schema = {"type": field.type}
+    for key, value in (
+        ("maxLength", field.max_length),
+        ("minimum", field.minimum),
+        ("maximum", field.maximum),
+        ("enum", list(field.enum) if field.enum else None),
+        ("description", field.description or None),
+    ):
+        if value is not None:
+            schema[key] = value
+    if field.items is not None:
+        schema["items"] = {"type": field.items}
+    return schema
+
+
+def openapi(version: str) -> dict[str, Any]:
+    """An OpenAPI 3.1 document of ROUTES."""
+    error = {"$ref": "#/components/schemas/Error"}
+    paths: dict[str, Any] = {}
+    for route in ROUTES:
+        path = route.rule.replace("<", "{").replace(">", "}")
+        parameters = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in _path_names(route.rule)
+        ] + [
+            {"name": f.name, "in": "query", "required": f.required, "schema": _schema(f)}
+            for f in route.query
+        ]
+        operation: dict[str, Any] = {
+            "summary": route.summary,
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {"schema": {}}}},
+                "4XX": {
+                    "description": "refused; never resent as is",
+                    "content": {"application/json": {"schema": error}},
+                },
+            },
+        }
+        if parameters:
+            operation["parameters"] = parameters
+        if route.body is not None:
+            operation["requestBody"] = {
+                "required": any(f.required for f in route.body),
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {f.name: _schema(f) for f in route.body},
+                            "required": [f.name for f in route.body if f.required],
+                        }
+                    }
+                },
+            }
+        if route.public:
+            operation["security"] = []
+        paths.setdefault(path, {})[route.method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Engram", "version": version},
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "message"],
+                            "properties": {
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                                "details": {"type": "object"},
+                            },
+                        }
+                    },
+                }
+            },
+        },
+    }
+
+
+def _path_names(rule: str) -> list[str]:
+    return [part[1:-1] for part in rule.split("/") if part.startswith("<")]
