@@ -6,14 +6,14 @@ copy, and reconciling with --force removes it."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import ENGRAM, REPO, Cluster
+from tests.support import Cluster
+from tests.test_watch import watch_once as run_watch_once
 
 BASE = """# Conventions
 
@@ -80,14 +80,7 @@ def checkout(tmp_path: Path, name: str) -> Path:
 
 
 def watch_once(cluster: Cluster, repo: Path, *extra: str) -> str:
-    done = subprocess.run(
-        [ENGRAM, "watch", "--once", *extra, str(repo)],
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    done = run_watch_once(cluster, repo, *extra)
     assert done.returncode == 0, done.stderr
     return done.stderr
 
