@@ -507,15 +507,24 @@ def cmd_import(args: argparse.Namespace) -> int:
         client = client_for(args, settings)
         counts: dict[str, int] = {}
         done = 0
-        for part, strategy, size in export.parts(args.strategy, IMPORT_CHUNK_ITEMS):
-            # Bounded requests: each one is a few short transactions on the server, so capture
-            # keeps flowing between them, and Ctrl-C stops between two (a re-run completes it).
-            result = client.call("POST", "/v1/import", {"data": part, "strategy": strategy})
-            for key, value in result["imported"].items():
-                counts[key] = counts.get(key, 0) + int(value)
-            done += size
-            if total > IMPORT_CHUNK_ITEMS:
-                print(f"  {done}/{total} items", file=sys.stderr)
+        try:
+            for part, strategy, size in export.parts(args.strategy, IMPORT_CHUNK_ITEMS):
+                # Bounded requests: each is a few short transactions on the server, so capture
+                # keeps flowing between them, and Ctrl-C stops between two.
+                result = client.call("POST", "/v1/import", {"data": part, "strategy": strategy})
+                for key, value in result["imported"].items():
+                    counts[key] = counts.get(key, 0) + int(value)
+                done += size
+                if total > IMPORT_CHUNK_ITEMS:
+                    print(f"  {done}/{total} items", file=sys.stderr)
+        except KeyboardInterrupt:
+            again = "merge" if args.strategy == "replace" else args.strategy
+            print(
+                f"engram: import stopped after {done}/{total} items (what was sent is stored); "
+                f"run `engram import --strategy {again} {args.file}` to complete it",
+                file=sys.stderr,
+            )
+            return 130
     print(
         f"imported ({args.strategy}): {counts['sessions']} sessions, "
         f"{counts['observations']} observations, {counts['memories']} memories; "

@@ -191,6 +191,47 @@ def test_real_server_body_limits(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_ctrl_c_stops_an_import_between_pieces_and_a_rerun_completes_it(tmp_path: Path) -> None:
+    import signal
+
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.serve()
+        memories = [
+            {"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
+            for n in range(4000)
+        ]
+        export = tmp_path / "export.json"
+        export.write_text(json.dumps({"version": 1, "memories": memories}))
+        command = [ENGRAM, "import", "--strategy", "merge", str(export)]
+        running = subprocess.Popen(
+            command, env=cluster.env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert running.stderr is not None
+        first = running.stderr.readline()  # "  200/4000 items": the first piece is stored
+        assert "/4000 items" in first, first
+        running.send_signal(signal.SIGINT)
+        _, rest = running.communicate(timeout=60)
+        assert running.returncode == 130, rest
+        assert "import stopped after" in rest and "to complete it" in rest, rest
+        assert "Traceback" not in rest
+        done = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        from sqlalchemy import func, select
+
+        from engram.schema import memories as table
+
+        store = cluster.store()
+        try:
+            with store.read() as conn:  # every item once: the re-run merged what was there
+                assert conn.execute(select(func.count()).select_from(table)).scalar() == 4000
+        finally:
+            store.close()
+    finally:
+        cluster.stop_all()
+
+
+@pytest.mark.slow
 def test_sigterm_stops_the_server_mid_import(tmp_path: Path) -> None:
     """A large import in flight does not keep the server alive after SIGTERM: it is gone within
     seconds (STOP_DEADLINE_SECONDS), and what the import committed stays."""
