@@ -173,6 +173,12 @@ def _import_ledger(conn: Connection) -> None:
     schema.import_ledger.create(conn, checkfirst=True)
 
 
+def _ledger_positions(conn: Connection) -> None:
+    """Where each synced fact stood in its file: an edited fact is known by its neighbours."""
+    if "position" not in {c["name"] for c in inspect(conn).get_columns("import_ledger")}:
+        conn.execute(text("ALTER TABLE import_ledger ADD COLUMN position INTEGER"))
+
+
 def _load_indexes(conn: Connection) -> None:
     """Indexes for work under load: the inbox by session (the capture task asks, for each event
     of an ended session, whether the session still has events waiting: its summary follows the
@@ -196,6 +202,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (6, "knowledge graph tables", _graph_tables),
     (7, "memory-file sync ledger and memory provenance", _import_ledger),
     (8, "indexes for load: inbox by session, documents by kind and time", _load_indexes),
+    (9, "memory-file sync: each fact's position in its file", _ledger_positions),
 )
 
 

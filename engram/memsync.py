@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select, text, update
 
-from engram import memories
+from engram import audit, memories
 from engram.db import is_sqlite
 from engram.errors import FieldErrors
 from engram.events import bound_text
@@ -256,17 +256,23 @@ def _import(
 ) -> None:
     prefix = req.source_key + "#"
     gone = {key: row for key, row in rows.items() if _anchor(key) not in by_anchor}
-    for fact in req.facts:
+    for position, fact in enumerate(req.facts):
         key = prefix + fact.anchor
         row = rows.get(key)
         memory = current.get(row.memory_id) if row is not None else None
+        if row is not None and row.position != position:
+            conn.execute(
+                update(import_ledger)
+                .where(import_ledger.c.user_name == req.user, import_ledger.c.source_key == key)
+                .values(position=position)
+            )
         if row is not None and memory is None and row.content_hash == fact.hash:
             # forgotten in Engram: that was a decision about this fact; keep to it while the
             # fact is unchanged, import it afresh when the file changes it
             continue
         if memory is not None and key in contested and memory.content == fact.content:
             out.reconciled += 1  # converged: refresh the ledger, write nothing
-            _put(conn, req, key, memory.id, fact.hash, memory.version)
+            _put(conn, req, key, memory.id, fact.hash, memory.version, position=position)
         elif (
             memory is not None
             and row is not None
@@ -280,7 +286,7 @@ def _import(
             )
             assert written is not None  # current holds only memories that are not forgotten
             out.updated += 1
-            _put(conn, req, key, memory.id, fact.hash, written["version"])
+            _put(conn, req, key, memory.id, fact.hash, written["version"], position=position)
         else:
             created = memories.insert_memory(
                 conn,
@@ -295,7 +301,7 @@ def _import(
                 meta=_provenance(req, fact),
             )
             out.created += 1
-            _put(conn, req, key, created["id"], fact.hash, 1)
+            _put(conn, req, key, created["id"], fact.hash, 1, position=position)
         out.memories[fact.anchor] = (
             memory.id if memory is not None else _ledger_memory(conn, req, key)
         )
@@ -326,12 +332,14 @@ def _rekey_edited(
 
     1. the same text as last imported, or as the memory reads now (moved, or the file edited
        to match an Engram edit);
-    2. similarity of words (difflib), most similar pair first, each fact paired once: at least
+    2. position: a new fact standing where a gone one stood, between the same two neighbours
+       (each the same fact as before, itself perhaps moved by rule 1), whatever the edit;
+    3. similarity of words (difflib), most similar pair first, each fact paired once: at least
        SIMILAR_IN_SECTION within a section, SIMILAR_ELSEWHERE across sections.
 
-    Position is not evidence: the ledger does not record where a fact stood, and "the one fact
-    gone from a section, the one new to it" is as often a deletion beside an addition as an
-    edit. A rewording that shares too few words is a retirement and a new memory.
+    A fact replaced in place (its bullet deleted and another written in its slot) is read as
+    an edit by rule 2: the old text stays in the memory's history. A rewording that moves the
+    fact and shares too few words is a retirement and a new memory.
 
     A split keeps the memory with the more similar half and creates the other; a merge keeps the
     more similar one's memory and retires the other (its text stays in its history): no text
@@ -355,7 +363,11 @@ def _rekey_edited(
                 break
     left_keys = [k for k in gone if k not in pairs]
     left_facts = [f for f in new if all(f is not p for p in pairs.values())]
-    if left_keys and left_facts:  # 2. similar words
+    for key, fact in _same_slot(req, rows, pairs, left_keys, left_facts).items():  # 2.
+        pairs[key] = fact
+    left_keys = [k for k in left_keys if k not in pairs]
+    left_facts = [f for f in left_facts if all(f is not p for p in pairs.values())]
+    if left_keys and left_facts:  # 3. similar words
         before = _imported_texts(conn, {k: gone[k] for k in left_keys}, current)
         scored = sorted(
             (
@@ -380,7 +392,56 @@ def _rekey_edited(
             .values(source_key=prefix + fact.anchor)
         )
         renamed[key] = prefix + fact.anchor
+        audit.record(  # the mapping stays on record: which anchor the memory was known by
+            conn,
+            f"sync:{req.user}",
+            "sync.rekey",
+            "memory",
+            gone[key].memory_id or "",
+            {"from": key, "to": prefix + fact.anchor},
+        )
     return renamed
+
+
+def _same_slot(
+    req: FileSync,
+    rows: dict[str, Any],
+    pairs: dict[str, Fact],
+    keys: list[str],
+    facts: list[Fact],
+) -> dict[str, Fact]:
+    """Gone facts whose slot a new fact took: the same fact before it and the same after it as
+    at the last import. Both must be facts: at an end of the file, a fact deleted and another
+    appended are as likely as an edit."""
+    prefix = req.source_key + "#"
+    placed = sorted(
+        (r.position, k) for k, r in rows.items() if k.startswith(prefix) and r.position is not None
+    )
+    order = [k for _, k in placed]
+    now = {k: pairs[k].anchor if k in pairs else _anchor(k) for k in order}
+    anchors = [f.anchor for f in req.facts]
+    at = {id(f): i for i, f in enumerate(req.facts)}
+
+    def around(i: int, names: list[str]) -> tuple[str | None, str | None]:
+        return (names[i - 1] if i > 0 else None, names[i + 1] if i + 1 < len(names) else None)
+
+    found: dict[str, Fact] = {}
+    for key in keys:
+        if key not in now:
+            continue  # imported before positions were recorded
+        i = order.index(key)
+        before, after = (now[k] if k else None for k in around(i, order))
+        if before is None or after is None:
+            continue
+        same = [
+            f
+            for f in facts
+            if around(at[id(f)], anchors) == (before, after)
+            and all(f is not taken for taken in found.values())
+        ]
+        if len(same) == 1:
+            found[key] = same[0]
+    return found
 
 
 def _imported_texts(
@@ -624,6 +685,7 @@ def _put(
     version: int | None,
     *,
     path: str | None = None,
+    position: int | None = None,
 ) -> None:
     values = {
         "memory_id": memory_id,
@@ -631,6 +693,7 @@ def _put(
         "memory_version": version,
         "path": path or req.path,
         "imported_at": now(),
+        "position": position,
     }
     changed = conn.execute(
         update(import_ledger)

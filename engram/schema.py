@@ -110,6 +110,7 @@ import_ledger = Table(
     Column("memory_version", Integer),  # the memory's version this import wrote or confirmed
     Column("path", Text),
     Column("imported_at", Float, nullable=False),
+    Column("position", Integer),  # the fact's place in its file at that import (its neighbours)
     Index("ix_import_ledger_memory", "memory_id"),
 )
 

@@ -17,6 +17,7 @@ from tests.test_watch import watch_once as run_watch_once
 
 BASE = """# Conventions
 
+- Keep functions small and named for what they do
 - Use uv for dependency management (wmarkA) now
 - Run tests with pytest -q
 
@@ -54,6 +55,10 @@ EDITS: dict[str, tuple[Callable[[str], str], str | None]] = {
         replace(f"- {A}\n- {B}\n", f"- {A} and run tests with pytest -q\n"),
         f"{A} and run tests with pytest -q",
     ),
+    "reword-in-place": (
+        replace(A, "Pin the package manager (wmarkC)"),
+        "Pin the package manager (wmarkC)",
+    ),
     "move": (
         lambda t: t.replace(f"- {A}\n", "").replace("# Tooling\n\n", f"# Tooling\n\n- {A}\n"),
         A,
@@ -61,7 +66,7 @@ EDITS: dict[str, tuple[Callable[[str], str], str | None]] = {
     "rename-heading": (replace("# Conventions", "# House rules"), A),
     "delete": (replace(f"- {A}\n", ""), None),
 }
-DIVERGING = ("extend", "shorten", "reword-start", "reword-end", "split", "merge")
+DIVERGING = ("extend", "shorten", "reword-start", "reword-end", "reword-in-place", "split", "merge")
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def test_render_status_shows_memory_and_derived_lag() -> None:
         "ok": False,
         "mode": "embedded",
         "version": "0.1.0",
-        "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 8},
+        "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 9},
         "inbox": {
             "waiting": 3,
             "capacity": 10000,
