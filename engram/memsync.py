@@ -238,7 +238,7 @@ def sync_file(store: Store, keyword: KeywordIndex, req: FileSync) -> Outcome:
         _import(conn, keyword, req, rows, current, contested, by_anchor, out, actor)
         _clear_conflict_copies(conn, keyword, req, [r.memory_id for r in rows.values()], actor)
         _put(conn, req, req.source_key, None, req.content_hash, None)
-        if not (out.created or out.updated or out.removed):
+        if not (out.created or out.updated or out.removed or out.renamed):
             out.outcome = "reconciled" if out.reconciled else "unchanged"
         return out
 

@@ -33,6 +33,18 @@ def replace(old: str, new: str) -> Callable[[str], str]:
     return lambda text: text.replace(old, new)
 
 
+SUMMARY = {  # what `engram watch --once` says of AGENTS.md after each edit
+    "extend": "1 updated, 1 re-anchored",
+    "shorten": "1 updated, 1 re-anchored",
+    "reword-start": "1 updated, 1 re-anchored",
+    "reword-end": "1 updated, 1 re-anchored",
+    "reword-in-place": "1 updated, 1 re-anchored",
+    "split": "1 created, 1 updated, 1 re-anchored",
+    "merge": "1 updated, 1 removed, 1 re-anchored",
+    "move": "1 re-anchored",
+    "rename-heading": "3 re-anchored",
+    "delete": "1 removed",
+}
 EDITS: dict[str, tuple[Callable[[str], str], str | None]] = {
     # name: (the edit, what A's memory reads after it; None: A is retired)
     "extend": (replace(A, A + ", pinned in CI (wmarkC)"), A + ", pinned in CI (wmarkC)"),
@@ -120,7 +132,8 @@ def test_an_edited_fact_is_a_new_version_of_the_same_memory(
     repo, memory_id = first_import(server, tmp_path, project)
     edit, expected = EDITS[kind]
     (repo / "AGENTS.md").write_text(edit(BASE))
-    watch_once(server, repo)
+    shown = watch_once(server, repo)
+    assert f"synced codex AGENTS.md: {SUMMARY[kind]}\n" in shown, shown
     contents = sorted(m["content"] for m in live(server, project))
     if expected is None:  # retired: no longer readable, its text only in its history
         assert server.request("GET", f"/v1/memories/{memory_id}")[0] == 404
@@ -168,3 +181,34 @@ def test_an_edit_of_a_fact_edited_in_engram_is_one_conflict_copy(
     watch_once(server, repo, "--force")  # reconciled: the file now says what Engram says
     assert live(server, project, "sync-conflict") == []
     assert memory(server, memory_id)["content"] == engram_edit
+
+
+@pytest.mark.slow
+def test_the_daemon_keeps_an_edited_facts_identity(server: Cluster, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from tests.support import ENGRAM, REPO, wait_for
+
+    project = "ident-daemon"
+    repo = checkout(tmp_path, project)
+    daemon = subprocess.Popen(
+        [ENGRAM, "watch", str(repo)],
+        env=server.env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: any(m["content"] == A for m in live(server, project)), 30)
+        memory_id = next(m["id"] for m in live(server, project) if m["content"] == A)
+        reworded = "Use poetry for dependency management (wmarkC)"
+        (repo / "AGENTS.md").write_text(BASE.replace(A, reworded))
+        wait_for(lambda: memory(server, memory_id)["content"] == reworded, 30)
+        assert memory(server, memory_id)["version"] == 2
+        assert sorted(m["content"] for m in live(server, project)).count(reworded) == 1
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        output, _ = daemon.communicate(timeout=30)
+    assert "1 updated, 1 re-anchored" in output, output

@@ -231,6 +231,8 @@ class Syncer:
             for key in ("created", "updated", "removed", "reconciled")
             if answer.get(key)
         )
+        if answer.get("renamed"):  # edited facts that kept their memory under a new anchor
+            counts = ", ".join(filter(None, [counts, f"{len(answer['renamed'])} re-anchored"]))
         if outcome == "imported":
             what = (
                 "no longer synced as its own file" if retired else "file deleted" if deleted else ""
