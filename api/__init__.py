@@ -65,6 +65,7 @@ def create_app(
     )
     errors.register(app)
     auth.install(app, settings, secret)
+    app.before_request(admin.larger_body_for_import)
     app.before_request(check_request_text)
     app.before_request(check_contract)
     for blueprint in (

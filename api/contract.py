@@ -1,9 +1,9 @@
-"""The REST contract, once: every route with the types of what it reads. The gateway checks each
-request's body against it before the route runs (a value of the wrong type is a 422 naming the
-field, whatever the route does next), and `GET /v1/openapi.json` is generated from it, so the
-document and what is enforced cannot drift. Routes add what types cannot say (ranges that
-depend on settings, one-of rules, ids that must exist); tests/test_contract.py checks that every
-route of the app is here and that nothing here is a route the app lacks.
+"""The REST contract, once: every route with what its body and query hold. The gateway checks
+each request's body against it before the route runs (every field missing, of the wrong type,
+or out of its enum, length or range is named in one 422), and `GET /v1/openapi.json` is
+generated from it, so the document and what is enforced cannot drift. Routes add what a schema
+cannot say (one-of rules, ids that must exist); tests/test_contract.py checks that every route
+of the app is here and that nothing here is a route the app lacks.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engram.graph import NODE_TYPES
 from engram.wire import MAX_ID_CHARS
 
 ANY = "any"
@@ -23,6 +24,7 @@ class Field:
     required: bool = False
     description: str = ""
     max_length: int | None = None
+    min_length: int | None = None
     minimum: int | None = None
     maximum: int | None = None
     enum: tuple[str, ...] | None = None
@@ -41,7 +43,12 @@ class Route:
 
 
 def _id(name: str, required: bool = False, description: str = "") -> Field:
-    return Field(name, "string", required, description, max_length=MAX_ID_CHARS)
+    return Field(name, "string", required, description, max_length=MAX_ID_CHARS, min_length=1)
+
+
+def _text(name: str, most: int | None, required: bool = False) -> Field:
+    """A string that may not be empty."""
+    return Field(name, "string", required, max_length=most, min_length=1)
 
 
 PROJECT = Field("project", "string", description='a project, or "*" for every project')
@@ -67,10 +74,10 @@ ROUTES: tuple[Route, ...] = (
         body=(
             _id("eventId", description="the host's own id; derived when absent"),
             _id("sessionId", True),
-            Field("project", "string", True, max_length=200),
-            Field("host", "string", True, max_length=64),
-            Field("hookType", "string", True, max_length=64),
-            Field("toolName", "string", max_length=200),
+            _text("project", 200, True),
+            _text("host", 64, True),
+            _text("hookType", 64, True),
+            _text("toolName", 200),
             Field("toolInput", ANY),
             Field("toolOutput", ANY),
             Field("prompt", "string"),
@@ -96,7 +103,7 @@ ROUTES: tuple[Route, ...] = (
         "Start a session and get its context block",
         body=(
             _id("sessionId", True),
-            Field("project", "string", True, max_length=200),
+            _text("project", 200, True),
             Field("cwd", "string", max_length=4096),
             Field("host", "string", max_length=64),
             AGENT,
@@ -138,7 +145,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/search",
         "Hybrid search",
         body=(
-            Field("query", "string", True, max_length=4000),
+            _text("query", 4000, True),
             PROJECT,
             AGENT,
             Field("mode", "string", enum=("hybrid", "keyword", "bm25", "semantic", "vector")),
@@ -165,9 +172,9 @@ ROUTES: tuple[Route, ...] = (
         body=(
             PROJECT,
             AGENT,
-            Field("entity", "string", max_length=300),
-            Field("query", "string", max_length=4000),
-            Field("type", "string"),
+            _text("entity", 300),
+            _text("query", 4000),
+            Field("type", "string", enum=NODE_TYPES),
             Field("depth", "integer", minimum=1, maximum=2),
             LIMIT,
         ),
@@ -177,7 +184,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/memories",
         "Save a memory",
         body=(
-            Field("content", "string", True, max_length=20_000),
+            _text("content", 20_000, True),
             Field("project", "string", max_length=200),
             Field("scope", "string", max_length=64),
             Field("concepts", "array", items="string"),
@@ -195,7 +202,7 @@ ROUTES: tuple[Route, ...] = (
         "PATCH",
         "/v1/memories/<memory_id>",
         "A new version of a memory",
-        body=(Field("content", "string", True, max_length=20_000),),
+        body=(_text("content", 20_000, True),),
         query=SCOPE_QUERY,
     ),
     Route(
@@ -264,22 +271,42 @@ def _is(value: Any, kind: str) -> bool:
     return isinstance(value, _PY[kind])
 
 
-def type_problems(route: Route, body: dict[str, Any]) -> dict[str, str]:
-    """Fields of ``body`` whose type (or enum, or item type) is not what the contract says. A
-    missing field is the route's to judge (its message says what it needs)."""
-    problems: dict[str, str] = {}
+def problems(route: Route, body: dict[str, Any]) -> dict[str, str]:
+    """Every field of ``body`` that breaks what the contract declares (presence, type, enum,
+    item type, length, range), all at once. What types cannot say is the route's to check."""
+    found: dict[str, str] = {}
     for field in route.body or ():
         value = body.get(field.name)
-        if value is None or field.type == ANY:
+        if value is None:
+            if field.required:
+                found[field.name] = "required"
+            continue
+        if field.type == ANY:
             continue
         kinds = (field.type,) if isinstance(field.type, str) else field.type
         if not any(_is(value, k) for k in kinds):
-            problems[field.name] = f"must be {' or '.join(_NAMES[k] for k in kinds)}"
+            found[field.name] = f"must be {' or '.join(_NAMES[k] for k in kinds)}"
         elif field.enum is not None and value not in field.enum:
-            problems[field.name] = "one of " + ", ".join(field.enum)
+            found[field.name] = "one of " + ", ".join(field.enum)
         elif field.items is not None and not all(_is(v, field.items) for v in value):
-            problems[field.name] = f"a list of {_NAMES[field.items]}s"
-    return problems
+            found[field.name] = f"a list of {_NAMES[field.items]}s"
+        elif isinstance(value, str) and not _within(len(value), field.min_length, field.max_length):
+            found[field.name] = _length(field)
+        elif isinstance(value, int) and not _within(value, field.minimum, field.maximum):
+            found[field.name] = f"from {field.minimum} to {field.maximum}"
+    return found
+
+
+def _length(field: Field) -> str:
+    if field.min_length and field.max_length:
+        return f"{field.min_length} to {field.max_length} characters"
+    if field.min_length:
+        return "must not be empty"
+    return f"at most {field.max_length} characters"
+
+
+def _within(value: int, least: int | None, most: int | None) -> bool:
+    return (least is None or value >= least) and (most is None or value <= most)
 
 
 _NAMES = {
@@ -301,6 +328,7 @@ def _schema(field: Field) -> dict[str, Any]:
         schema = {"type": field.type}
     for key, value in (
         ("maxLength", field.max_length),
+        ("minLength", field.min_length),
         ("minimum", field.minimum),
         ("maximum", field.maximum),
         ("enum", list(field.enum) if field.enum else None),

@@ -8,7 +8,7 @@ from typing import Any
 from flask import current_app, g, request
 
 from engram import inputs
-from engram.api.contract import BY_RULE, type_problems
+from engram.api.contract import BY_RULE, problems
 from engram.api.errors import ApiError
 from engram.pagination import parse_limit
 from engram.privacy import scrub
@@ -55,17 +55,17 @@ def json_body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def check_contract() -> None:
-    """Before a route: its body's fields have the types the contract (api/contract.py) gives
-    them; 422 naming each field that does not."""
+    """Before a route: its body is what the contract (api/contract.py) declares; 422 naming
+    every field that is not."""
     rule = request.url_rule
     route = BY_RULE.get((request.method, rule.rule)) if rule is not None else None
     if route is None or route.body is None or not request.content_length:
         return
     extra = {"status": "rejected"} if route.capture else None
     body = parsed_body(extra)
-    problems = type_problems(route, body) if isinstance(body, dict) else {}
-    if problems:
-        raise ApiError(422, "invalid request", details={"fields": problems}, extra=extra)
+    found = problems(route, body) if isinstance(body, dict) else {}
+    if found:
+        raise ApiError(422, "invalid request", details={"fields": found}, extra=extra)
 
 
 def check_request_text() -> None:

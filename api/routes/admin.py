@@ -17,8 +17,9 @@ def export() -> Any:
     return jsonify(transfer.export(store()))
 
 
-@bp.before_request
-def _larger_body_for_import() -> None:
+def larger_body_for_import() -> None:
+    """``POST /v1/import`` takes up to ENGRAM_MAX_IMPORT_BYTES (installed on the app before any
+    check that reads a body)."""
     if request.endpoint == "admin.import_":
         request.max_content_length = settings().max_import_bytes
 

@@ -13,7 +13,7 @@ from engram.api.util import json_body, scope_from, store
 bp = Blueprint("graph", __name__)
 MAX_NAME_CHARS = 300
 MAX_QUERY_CHARS = 4000
-NODE_TYPES = (*graph.TYPES, graph.SESSION)
+NODE_TYPES = graph.NODE_TYPES
 
 
 @bp.post("/v1/graph/query")

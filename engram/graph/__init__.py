@@ -22,6 +22,7 @@ and ``read`` (the search stream, ``query``, counts).
 
 from engram.graph.extract import (
     MAX_ENTITIES_PER_DOC,
+    NODE_TYPES,
     RELATIONS,
     SESSION,
     TYPES,
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_ENTITIES_PER_DOC",
     "MAX_SESSION_PAIRED",
     "RELATIONS",
+    "NODE_TYPES",
     "SESSION",
     "TYPES",
     "Answer",

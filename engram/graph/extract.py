@@ -24,6 +24,8 @@ from engram.store import loads
 TYPES = ("file", "symbol", "package", "command", "error", "concept")
 """Entity types found in documents; a ``session`` node stands for each session with entities."""
 SESSION = "session"
+NODE_TYPES = (*TYPES, SESSION)
+"""Every type a graph query may name: the entity types and a session's own node."""
 RELATIONS = ("co_occurs", "same_session", "edits", "edited_in")
 MAX_ENTITIES_PER_DOC = 32
 """Entities kept per document, most specific first (edited files, read files, errors, ...)."""
