@@ -57,8 +57,13 @@ class RecordingGateway:
 
         self.server = create_server(self.gateway.app, host="127.0.0.1", port=0, threads=4)
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+
+    def _serve(self) -> None:
+        # close() shuts the sockets under the loop's select (EBADF): the server is done
+        with contextlib.suppress(OSError):
+            self.server.run()
 
     def posts(self, relpath: str) -> list[dict[str, Any]]:
         return [b for b in self.bodies if b["relpath"] == relpath]
@@ -69,6 +74,8 @@ class RecordingGateway:
 
     def close(self) -> None:
         self.server.close()
+        self.server.task_dispatcher.shutdown()
+        self.thread.join(10)
         self.gateway.close()
 
 
