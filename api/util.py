@@ -33,22 +33,25 @@ def bad_input(exc: inputs.BadInput, extra: dict[str, Any] | None = None) -> ApiE
     )
 
 
-def parsed_body(extra: dict[str, Any] | None = None) -> Any:
+def parsed_body(extra: dict[str, Any] | None = None, *, scrubbed: bool = True) -> Any:
     """The request body, parsed and checked by engram.inputs (depth, text, numbers) and scrubbed
     of secrets in every field, key and identifier (engram.privacy.scrub) before a route sees
     it; 400 when it is not usable JSON, 413 when it is over the route's size limit."""
-    if "engram_body" in g:  # parsed once a request (the contract check reads it first)
-        return g.engram_body
-    try:
-        g.engram_body = scrub(inputs.parse_json(request.get_data(cache=True)))
-    except inputs.BadInput as exc:
-        raise bad_input(exc, extra) from None
+    if "engram_raw" not in g:  # parsed once a request (the contract check reads it first)
+        try:
+            g.engram_raw = inputs.parse_json(request.get_data(cache=True))
+        except inputs.BadInput as exc:
+            raise bad_input(exc, extra) from None
+    if not scrubbed:  # the caller scrubs: the contract check, and capture (validate_event)
+        return g.engram_raw
+    if "engram_body" not in g:
+        g.engram_body = scrub(g.engram_raw)
     return g.engram_body
 
 
-def json_body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def json_body(extra: dict[str, Any] | None = None, *, scrubbed: bool = True) -> dict[str, Any]:
     """The request's JSON object; 400 when it is not JSON or not an object."""
-    body = parsed_body(extra)
+    body = parsed_body(extra, scrubbed=scrubbed)
     if not isinstance(body, dict):
         raise ApiError(400, "body must be a JSON object", code="malformed_json", extra=extra)
     return body
@@ -62,7 +65,7 @@ def check_contract() -> None:
     if route is None or route.body is None or not request.content_length:
         return
     extra = {"status": "rejected"} if route.capture else None
-    body = parsed_body(extra)
+    body = parsed_body(extra, scrubbed=False)  # types as sent; nothing of it is stored here
     found = problems(route, body) if isinstance(body, dict) else {}
     if found:
         raise ApiError(422, "invalid request", details={"fields": found}, extra=extra)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from engram.errors import FieldErrors
-from engram.privacy import scrub, scrub_name, scrub_text
+from engram.privacy import scrub
 from engram.wire import MAX_ID_CHARS, derived_event_id
 
 MAX_NAME_LENGTH = 200
@@ -152,11 +152,13 @@ def _name(
 def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Event:
     """Validate and normalise an observe body; raises InvalidEvent with per-field problems.
 
-    The returned event is already scrubbed of secrets and bounded in size: it is what gets
+    The returned event is already scrubbed of secrets (one `privacy.scrub` of the whole body:
+    text, keys, and ids kept distinct by `scrub_name`) and bounded in size: it is what gets
     written to the inbox.
     """
     if not isinstance(body, dict):
         raise InvalidEvent({"body": "must be a JSON object"})
+    body = scrub(body)
     errors: dict[str, str] = {}
     session_id = _name(body, "sessionId", errors, required=True, limit=MAX_ID_CHARS)
     project = _name(body, "project", errors, required=True)
@@ -177,22 +179,10 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
     if errors:
         raise InvalidEvent(errors)
     assert session_id and project and host and hook_type  # guaranteed by the checks above
-    # A secret in a name is cut and the name keeps its identity (privacy.scrub_name).
-    session_id, project, host, hook_type = (
-        scrub_name(session_id),
-        scrub_name(project),
-        scrub_name(host),
-        scrub_name(hook_type),
-    )
-    event_id = scrub_name(event_id) if event_id else event_id
-    tool_name = scrub_name(tool_name) if tool_name else tool_name
-    agent_id = scrub_name(agent_id) if agent_id else agent_id
 
-    tool_input = scrub(bound_value(body.get("toolInput"), max_field_chars))
-    tool_output = scrub(bound_value(body.get("toolOutput"), max_field_chars))
-    prompt_text = (
-        scrub_text(bound_text(prompt, max_field_chars)) if isinstance(prompt, str) else None
-    )
+    tool_input = bound_value(body.get("toolInput"), max_field_chars)
+    tool_output = bound_value(body.get("toolOutput"), max_field_chars)
+    prompt_text = bound_text(prompt, max_field_chars) if isinstance(prompt, str) else None
     derived = event_id is None
     if event_id is None:
         # Without a host timestamp the receive time stands in: two real calls are never merged,

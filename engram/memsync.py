@@ -321,6 +321,8 @@ def _import(
 SIMILAR_IN_SECTION = 0.3
 """Least word-level similarity for an edited fact to keep its memory within its section."""
 SIMILAR_ELSEWHERE = 0.6
+MAX_COMPARED_PAIRS = 2_500
+"""Past this many (gone × new) pairs, only pairs within one section are compared."""
 """... and across sections (its heading renamed, or the fact moved to another one)."""
 
 
@@ -369,11 +371,15 @@ def _rekey_edited(
     left_facts = [f for f in left_facts if all(f is not p for p in pairs.values())]
     if left_keys and left_facts:  # 3. similar words
         before = _imported_texts(conn, {k: gone[k] for k in left_keys}, current)
+        # A rewritten file (hundreds gone, hundreds new) is compared within sections only:
+        # each comparison is ~20 us and the whole sync holds the write lock.
+        local = len(left_keys) * len(left_facts) > MAX_COMPARED_PAIRS
         scored = sorted(
             (
                 (_similarity(before[key], fact.content), i, key, fact)
                 for key in left_keys
                 for i, fact in enumerate(left_facts)
+                if not local or _section(_anchor(key)) == _section(fact.anchor)
             ),
             key=lambda s: (-s[0], s[1], s[2]),
         )

@@ -427,6 +427,10 @@ def scrub_name(text: str) -> str:
     return f"{scrubbed}~{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
+_scrub_key = lru_cache(maxsize=4096)(scrub_name)
+"""Keys repeat from event to event (`command`, `stdout`, `file_path`): scrubbed once each."""
+
+
 def _secret_value(value: object) -> bool:
     """Whether a value under a secret-looking key is a value to cut: text, a number (a PIN, a
     numeric password), or a non-empty list or object (`{"password": ["..."]}`). Flags, empty
@@ -458,7 +462,7 @@ def scrub(value: object) -> object:
                     v = scrub_name(v)
                 else:
                     v = scrub(v)
-                k = scrub_name(k)
+                k = _scrub_key(k)
             else:
                 v = scrub(v)
             out[k] = v

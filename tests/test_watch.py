@@ -57,13 +57,16 @@ class RecordingGateway:
 
         self.server = create_server(self.gateway.app, host="127.0.0.1", port=0, threads=4)
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.closing = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
-        # close() shuts the sockets under the loop's select (EBADF): the server is done
-        with contextlib.suppress(OSError):
+        try:
             self.server.run()
+        except OSError:
+            if not self.closing:  # only close() shutting the sockets under select is expected
+                raise
 
     def posts(self, relpath: str) -> list[dict[str, Any]]:
         return [b for b in self.bodies if b["relpath"] == relpath]
@@ -73,6 +76,7 @@ class RecordingGateway:
         return [b for b in self.bodies if Path(b["path"]) == path.resolve()]
 
     def close(self) -> None:
+        self.closing = True
         self.server.close()
         self.server.task_dispatcher.shutdown()
         self.thread.join(10)
