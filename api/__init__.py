@@ -28,6 +28,9 @@ from engram.vectors import Vectors
 
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 DOCUMENT_WRITES = ("/v1/memories", "/v1/observations/", "/v1/import")
+NOT_LIVE = ("/v1/import", "/v1/export", "/mcp")
+"""Requests that do not make background work step aside: bulk transfers (background work
+themselves) and the MCP mount (a streamable HTTP session can stay open for minutes)."""
 """Paths whose writes change indexed documents outside the capture pipeline (captures and
 summaries are kicked by their own tasks; POST /v1/search, /v1/context and /v1/graph/query read)."""
 
@@ -80,6 +83,7 @@ def create_app(
         sync.bp,
     ):
         app.register_blueprint(blueprint)
+    app.wsgi_app = _live_requests(app.wsgi_app, store)  # type: ignore[method-assign]
     if derived_changed is not None:
         kick = derived_changed
 
@@ -94,5 +98,18 @@ def create_app(
             ):
                 kick()
             return response
+
+    return app
+
+
+def _live_requests(wsgi_app: Callable[..., Any], store: Store) -> Callable[..., Any]:
+    """Mark each request live in the store's gate (``Store.live``) while the gateway builds its
+    answer, so the in-process background work (imports, derived lanes) steps aside for it."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if str(environ.get("PATH_INFO", "")).startswith(NOT_LIVE):
+            return wsgi_app(environ, start_response)
+        with store.live():
+            return wsgi_app(environ, start_response)
 
     return app

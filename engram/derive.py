@@ -150,6 +150,23 @@ def done(conn: Connection, target: str, changes: Sequence[Change]) -> None:
     )
 
 
+def current(conn: Connection, target: str, changes: Sequence[Change]) -> set[str]:
+    """The doc ids of ``changes`` still queued as claimed: a change enqueued again since (the
+    document changed) is left to the claim of its newer row."""
+    if not changes:
+        return set()
+    return set(
+        conn.execute(
+            select(derive_queue.c.doc_id).where(
+                derive_queue.c.target == target,
+                tuple_(derive_queue.c.doc_id, derive_queue.c.enqueued_at).in_(
+                    [(c.doc_id, c.enqueued_at) for c in changes]
+                ),
+            )
+        ).scalars()
+    )
+
+
 def failed(
     conn: Connection, target: str, changes: Sequence[Change], error: str, retry_in: float
 ) -> None:

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -58,6 +58,51 @@ class WriteLock:
                 self._serving[background] += 1
                 self._cond.notify_all()
 
+    def live_waiting(self) -> bool:
+        """A live writer is waiting for the lock (read without the condition: a hint)."""
+        return self._serving[False] != self._next[False]
+
+
+class LiveGate:
+    """Live requests in flight (a hook's capture, an API call): background work in the same
+    process steps aside for them between its steps.
+
+    The write lock alone lets a live writer go before the *next* background transaction; it
+    cannot shorten the one running, and the background threads' Python (graph extraction, an
+    import's rows) competes with the live request for the GIL from the moment it arrives, not
+    only at the lock. Background loops ask ``busy`` between documents (ending their transaction
+    early) and ``wait`` before the next one, so a live request mostly runs alone."""
+
+    MAX_WAIT_SECONDS = 0.25
+    """The longest background work waits for live requests at one step: under a steady stream
+    of live requests it still advances."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._live = 0
+
+    @contextmanager
+    def live(self) -> Iterator[None]:
+        with self._cond:
+            self._live += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._live -= 1
+                if not self._live:
+                    self._cond.notify_all()
+
+    def busy(self) -> bool:
+        return self._live > 0
+
+    def wait(self, timeout: float = MAX_WAIT_SECONDS) -> None:
+        """Return when no live request is in flight, or after ``timeout`` seconds."""
+        if not self._live:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: not self._live, timeout)
+
 
 class Store:
     def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
@@ -68,6 +113,7 @@ class Store:
         # Queueing this process's writers on a Python lock first hands the lock over at once,
         # in order of arrival.
         self._write_lock = WriteLock() if is_sqlite(engine) else None
+        self.gate = LiveGate()
 
     @classmethod
     def open(cls, database_url: str) -> Store:
@@ -94,6 +140,22 @@ class Store:
             return
         with self._write_lock.hold(background), write_transaction(self.engine) as conn:
             yield conn
+
+    def live(self) -> AbstractContextManager[None]:
+        """Mark a live request in flight for its whole duration (``LiveGate``)."""
+        return self.gate.live()
+
+    def live_pending(self) -> bool:
+        """Whether a background transaction should end now: a live request is in flight or a
+        live writer waits for the lock."""
+        return self.gate.busy() or (
+            self._write_lock is not None and self._write_lock.live_waiting()
+        )
+
+    def step_aside(self) -> None:
+        """Called by background work before its next transaction: wait (bounded) while live
+        requests are in flight."""
+        self.gate.wait()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

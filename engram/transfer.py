@@ -316,15 +316,13 @@ def _after(strategy: str) -> str:
 
 
 IMPORT_BATCH = 5
-"""Items per import transaction. The store's write lock (on SQLite: every writer's) is held for
-one batch at a time, and a live writer waiting for it (a hook's /v1/observe) goes before the
-next batch, so a hook waits for one batch at most. An item costs ~5 ms in an empty store and
-~13 ms at 100k observations (the row, the ledger, the keyword index, the derive queue, with the
-derived lanes sharing the cores). A hook's accept p95 during an import: 375 ms with 50 items a
-batch (100k import), 139 ms with 10, 84 ms with 10 once live writers went first, 52 ms with 5
-(10k import); over a 100k import 71 ms with 5 and 73 ms with 2 (62 instead of 77 items/s), and
-75 ms with the GIL handed over every 1 ms instead of 5: past 5 items, neither the batch nor the
-GIL is what a hook waits for (not found yet; docs/benchmarks.md)."""
+"""Most items per import transaction. The store's write lock (on SQLite: every writer's) is
+held for one transaction at a time; it ends early when a live request arrives
+(``Store.live_pending``), and the next waits while live requests are in flight, so a hook waits
+for one item at most. An item costs ~5 ms in an empty store and ~13 ms at 100k observations
+(the row, the ledger, the keyword index, the derive queue, with the derived lanes sharing the
+cores). A hook's accept p95 during a 100k import was 375 ms with 50 items a batch, 71 ms with 5
+and 73 ms with 2 before transactions ended for live requests (docs/benchmarks.md)."""
 
 
 def import_(
@@ -351,10 +349,17 @@ def import_(
         (_import_memory, document.get("memories", [])),
     )
     for step, items in steps:
-        for start in range(0, len(items), batch):
+        start = 0
+        while start < len(items):
+            store.step_aside()
             with store.write(background=True) as conn:
-                for item in items[start : start + batch]:
-                    step(store, conn, item, per_item, counts)
+                end = start
+                while end < len(items) and end - start < batch:
+                    step(store, conn, items[end], per_item, counts)
+                    end += 1
+                    if store.live_pending():  # a hook arrived: let it have the lock next
+                        break
+            start = end
     with store.write() as conn:
         audit.record(conn, actor, "import", "store", strategy, counts)
     return counts

@@ -31,7 +31,16 @@ from engram.graph.extract import (
     extract,
     normalise_path,
 )
-from engram.graph.maintain import MAX_SESSION_PAIRED, add, apply, remove
+from engram.graph.maintain import (
+    MAX_SESSION_PAIRED,
+    Prepared,
+    add,
+    apply,
+    apply_prepared,
+    collect,
+    prepare,
+    remove,
+)
 from engram.graph.read import Answer, Match, by_type, match, query, stats, stream
 
 __all__ = [
@@ -44,13 +53,17 @@ __all__ = [
     "Answer",
     "Entity",
     "Match",
+    "Prepared",
     "add",
     "apply",
+    "apply_prepared",
     "by_type",
+    "collect",
     "command_name",
     "extract",
     "match",
     "normalise_path",
+    "prepare",
     "query",
     "remove",
     "stats",
