@@ -135,6 +135,7 @@ def run_demo(settings: Settings, url: str | None, out: Any = print) -> int:
 
 
 def _start_local(settings: Settings) -> tuple[str, Any]:
+    import contextlib
     import threading
 
     from waitress.server import create_server
@@ -143,11 +144,20 @@ def _start_local(settings: Settings) -> tuple[str, Any]:
 
     gateway = build_gateway(settings)
     server = create_server(gateway.app, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):  # close() shuts the sockets under the loop's select
+            server.run()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
 
     def stop() -> None:
+        # the request threads finish what they serve first: closing the server under a request
+        # still being answered printed an EBADF traceback from waitress
+        server.task_dispatcher.shutdown()
         server.close()
+        thread.join(5)
         gateway.close()
 
     return f"http://127.0.0.1:{server.effective_port}", stop
