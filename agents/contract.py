@@ -23,28 +23,14 @@ import json
 import os
 import re
 
-from engram.wire import MAX_ID_CHARS, derived_event_id, sha256
+from engram.wire import EVENT_KINDS, MAX_ID_CHARS, derived_event_id, sha256
 
 TYPE_CHECKING = False  # typing costs the hook ~2 ms to import
 if TYPE_CHECKING:
     from typing import Any
 
-KINDS = frozenset(
-    {
-        "session_start",  # a session begins or resumes: the hook injects the context block
-        "prompt",  # the user's prompt, before the agent works on it
-        "tool_pre",  # a tool is about to run (input only)
-        "tool_post",  # a tool ran (input and output)
-        "tool_failure",  # a tool ran and failed
-        "file_edit",  # the agent edited a file (hosts that report edits apart from tools)
-        "agent_response",  # the agent's answer at the end of a turn
-        "subagent_stop",  # a subagent finished
-        "compact",  # the host is about to compact its context
-        "notification",  # the host notified the user (permission asked, idle, ...)
-        "session_end",  # the session ended: the hook also asks for its summary
-        "other",
-    }
-)
+KINDS = EVENT_KINDS
+"""The event kinds (``engram.wire.EVENT_KINDS``)."""
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
 """Ids from stdin: letters, digits and ``._:@+=-``; no slash, no ``..``, no control characters."""
@@ -237,8 +223,8 @@ def _bounded(event_id: str) -> str:
 
 
 def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:
-    """The ``POST /v1/observe`` body for an event. The host's own hook name is the hookType (the
-    compressor knows every host's names); an answer, notification or error that is not a tool's
+    """The ``POST /v1/observe`` body for an event: the host's own hook name is the hookType, what
+    it means is the eventKind (the gateway knows no host's names); an answer, notification or error that is not a tool's
     goes in ``toolOutput`` under ``message`` / ``error``, where the compressor looks for it."""
     output = event.tool_output
     if output is None and (event.message or event.error):
@@ -251,6 +237,7 @@ def observe_body(event: HookEvent, event_id_: str) -> dict[str, Any]:
         "project": event.project,
         "host": event.host,
         "hookType": event.hook,
+        "eventKind": event.kind,
     }
     for key, value in (
         ("toolName", event.tool_name),

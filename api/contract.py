@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.graph import NODE_TYPES
-from engram.wire import MAX_ID_CHARS
+from engram.wire import EVENT_KINDS, MAX_ID_CHARS
 
 ANY = "any"
 
@@ -77,6 +77,13 @@ ROUTES: tuple[Route, ...] = (
             _text("project", 200, True),
             _text("host", 64, True),
             _text("hookType", 64, True),
+            Field(
+                "eventKind",
+                "string",
+                enum=tuple(sorted(EVENT_KINDS)),
+                description="what happened (engram.wire.EVENT_KINDS); inferred from the "
+                "other fields when absent",
+            ),
             _text("toolName", 200),
             Field("toolInput", ANY),
             Field("toolOutput", ANY),

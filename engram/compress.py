@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engram.wire import EVENT_KINDS
+
 DEFAULT_MAX_CHARS = 2000
 """Bound on ``Compressed.text``: a command, its error lines and an output excerpt fit."""
 TITLE_MAX_CHARS = 120
@@ -41,21 +43,51 @@ _TOOL_KINDS = {
     }.items()
     for tool in tools.split()
 }
-# Hosts without tool names (Cursor, Windsurf) say what happened in the hook name instead.
-_SHELL_HOOKS = {"aftershellexecution", "beforeshellexecution", "postruncommand", "preruncommand"}
-_EDIT_HOOKS = {"afterfileedit", "postwritecode", "prewritecode", "aftertabfileedit"}
-_PROMPT_HOOKS = {"userpromptsubmit", "beforesubmitprompt", "beforeagent", "preuserprompt"}
-STOP_HOOKS = frozenset({"stop", "afteragent", "afteragentresponse", "postcascaderesponse"})
-"""Hooks (as ``hook_key`` spells them) whose message is the agent's final answer for the turn."""
-_SESSION_LABELS = {
-    "sessionstart": "Session started",
-    "sessionend": "Session ended",
-    "subagentstop": "Subagent finished",
+SESSION_LABELS = {
+    "session_start": "Session started",
+    "session_end": "Session ended",
+    "subagent_stop": "Subagent finished",
     "notification": "Notification",
-    "precompact": "Context compacted",
-    "precompress": "Context compacted",
-    **dict.fromkeys(STOP_HOOKS, "Agent finished"),
+    "compact": "Context compacted",
+    "agent_response": "Agent finished",
 }
+"""Event kinds that are not a tool call or a prompt, as an observation's title says them."""
+TOOL_EVENTS = frozenset({"tool_pre", "tool_post", "tool_failure", "file_edit"})
+# What a hook's name says when a client sent no eventKind (words any host may use; adapters
+# always send the kind): checked in order, on the name as ``hook_key`` spells it.
+_HOOK_WORDS = (
+    ("subagent", "subagent_stop"),
+    ("prompt", "prompt"),
+    ("sessionstart", "session_start"),
+    ("sessionend", "session_end"),
+    ("compact", "compact"),
+    ("compress", "compact"),
+    ("notification", "notification"),
+    ("failure", "tool_failure"),
+    ("stop", "agent_response"),
+    ("response", "agent_response"),
+    ("edit", "file_edit"),
+    ("writecode", "file_edit"),
+    ("pre", "tool_pre"),
+    ("before", "tool_pre"),
+)
+
+
+def event_kind(event: Mapping[str, Any]) -> str:
+    """What an observe event is (``engram.wire.EVENT_KINDS``): the ``eventKind`` its client
+    sent, or, for a client that sent none, what its hook name and fields say."""
+    sent = event.get("eventKind")
+    if isinstance(sent, str) and sent in EVENT_KINDS:
+        return sent
+    hook = hook_key(_first(event, "hookType"))
+    for word, kind in _HOOK_WORDS:
+        if word in hook and (kind != "tool_pre" or hook.startswith(word)):
+            return kind
+    if _first(event, "toolName") or event.get("toolInput") not in (None, "", {}, []):
+        return "tool_post"
+    return "prompt" if _text(event.get("prompt")).strip() else "other"
+
+
 _EXT_LANG = {
     ext: lang
     for lang, exts in {
@@ -188,15 +220,16 @@ def compress(event: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) -> Co
     limit = max_chars if isinstance(max_chars, int) and max_chars > 0 else DEFAULT_MAX_CHARS
     hook_name, tool = _first(ev, "hookType"), _first(ev, "toolName").strip()
     hook, raw_in, out = hook_key(hook_name), ev.get("toolInput"), ev.get("toolOutput")
+    kind = event_kind(ev)
     prompt = _text(ev.get("prompt")).strip()  # Kimi sends a list of text parts
     has_tool = (
         bool(tool)
-        or hook in _SHELL_HOOKS | _EDIT_HOOKS
+        or kind in TOOL_EVENTS
         or "mcp" in hook
-        or (hook not in _PROMPT_HOOKS and raw_in not in (None, "", {}, []))
+        or (kind != "prompt" and raw_in not in (None, "", {}, []))
     )
-    if hook in _SESSION_LABELS or not (has_tool or prompt):
-        label = _SESSION_LABELS.get(hook) or f"{hook_name or 'Session'} event"
+    if kind in SESSION_LABELS or not (has_tool or prompt):
+        label = SESSION_LABELS.get(kind) or f"{hook_name or 'Session'} event"
         found = (
             s if isinstance(s, str) else _first(_mapping(s), *_MESSAGE_KEYS)
             for s in (out, raw_in, ev)
@@ -209,14 +242,15 @@ def compress(event: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) -> Co
                 "error", f"Error: {error}", limit, tail=error, errors=[one_line(error, 300)]
             )
         return _finish("session", f"{label}: {message}" if message else label, limit, tail=message)
-    if prompt and (hook in _PROMPT_HOOKS or not has_tool):
+    if prompt and (kind == "prompt" or not has_tool):
         return _finish("prompt", f"Prompt: {prompt}", limit, tail=prompt)
-    return _tool_event(ev, hook, tool, limit)
+    return _tool_event(ev, kind, tool, limit)
 
 
-def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Compressed:
+def _tool_event(ev: Mapping[str, Any], event: str, tool: str, limit: int) -> Compressed:
     raw_in, out, project = ev.get("toolInput"), ev.get("toolOutput"), _first(ev, "project")
     inp, out_map = _mapping(raw_in), (out if isinstance(out, Mapping) else {})
+    hook = hook_key(_first(ev, "hookType"))
     mcp = tool.lower().startswith("mcp_") or "mcp" in hook
     kind = (
         "tool"
@@ -224,9 +258,9 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
         else _TOOL_KINDS.get(hook_key(tool))
         or (
             "command"
-            if hook in _SHELL_HOOKS or isinstance(inp.get("command"), (str, list))
+            if isinstance(inp.get("command"), (str, list))
             else "edit"
-            if hook in _EDIT_HOOKS
+            if event == "file_edit"
             else "tool"
         )
     )
@@ -309,7 +343,7 @@ def _tool_event(ev: Mapping[str, Any], hook: str, tool: str, limit: int) -> Comp
         concepts = ["mcp", server.lower()] if mcp else []
         parts = ["Input: " + clip(_dump(raw_in), limit // 3)] if raw_in is not None else []
         tail = "Output: " + _dump(out) if out is not None else ""
-    if "failure" in hook or "error" in hook:  # PostToolUseFailure: the tool call itself failed
+    if event == "tool_failure" or "error" in hook:  # the tool call itself failed
         kind, title = "error", f"Failed: {title}"
         errors = errors or [f"{tool or 'tool call'} failed"]
     return _finish(

@@ -17,7 +17,7 @@ from typing import Any
 
 from engram.errors import FieldErrors
 from engram.privacy import scrub
-from engram.wire import MAX_ID_CHARS, derived_event_id
+from engram.wire import EVENT_KINDS, MAX_ID_CHARS, derived_event_id
 
 MAX_NAME_LENGTH = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -42,6 +42,7 @@ class Event:
     prompt: str | None = None
     agent_id: str | None = None
     event_id_derived: bool = False
+    event_kind: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         """The inbox payload: the normalised, scrubbed event in the API's camelCase shape."""
@@ -51,6 +52,7 @@ class Event:
             "project": self.project,
             "host": self.host,
             "hookType": self.hook_type,
+            "eventKind": self.event_kind,
             "timestamp": self.timestamp,
             "toolName": self.tool_name,
             "toolInput": self.tool_input,
@@ -74,6 +76,7 @@ class Event:
             tool_output=payload.get("toolOutput"),
             prompt=payload.get("prompt"),
             agent_id=payload.get("agentId"),
+            event_kind=payload.get("eventKind"),
         )
 
 
@@ -167,6 +170,9 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
     event_id = _name(body, "eventId", errors, required=False, limit=MAX_ID_CHARS)
     tool_name = _name(body, "toolName", errors, required=False)
     agent_id = _name(body, "agentId", errors, required=False, limit=MAX_ID_CHARS)
+    event_kind = body.get("eventKind")
+    if event_kind is not None and event_kind not in EVENT_KINDS:
+        errors["eventKind"] = "must be one of " + ", ".join(sorted(EVENT_KINDS))
     prompt = body.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         errors["prompt"] = "must be a string"
@@ -207,4 +213,5 @@ def validate_event(body: Any, *, max_field_chars: int, received_at: float) -> Ev
         prompt=prompt_text,
         agent_id=agent_id,
         event_id_derived=derived,
+        event_kind=event_kind,
     )

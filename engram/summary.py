@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from engram.store import Store
 
-from engram.compress import STOP_HOOKS, command_concepts, hook_key, one_line
+from engram.compress import SESSION_LABELS, command_concepts, event_kind, one_line
 
 MAX_FILES = 30
 """Files listed per section; a session that touched more is a refactor, and the head says so."""
@@ -184,14 +184,18 @@ def _outcome(records: list[Mapping[str, Any]], unresolved: list[str]) -> str:
         return one_line("unresolved errors: " + "; ".join(unresolved[-2:]), 300)
     if tests_pass:
         return "completed: tests passing"
-    stops = [r for r in records if hook_key(_str(r.get("hookType"))) in STOP_HOOKS]
+    stops = [r for r in records if _str(r.get("title")).startswith(AGENT_FINISHED)]
     message = _stop_message(stops[-1]) if stops else ""
     return one_line(message, 300) if message else "unknown"
 
 
+AGENT_FINISHED = SESSION_LABELS["agent_response"]
+"""How compression titles the agent's answer at the end of a turn, whatever the host's hook."""
+
+
 def _ran(record: Mapping[str, Any]) -> bool:
     """False for PreToolUse-style records: a call about to run proves nothing about success."""
-    return not hook_key(_str(record.get("hookType"))).startswith(("pre", "before"))
+    return event_kind(record) != "tool_pre"
 
 
 def _stop_message(record: Mapping[str, Any]) -> str:

@@ -19,6 +19,25 @@ if TYPE_CHECKING:
 MAX_ID_CHARS = 200
 """The longest id the gateway takes (eventId, sessionId, agentId)."""
 
+EVENT_KINDS = frozenset(
+    {
+        "session_start",  # a session begins or resumes: the hook injects the context block
+        "prompt",  # the user's prompt, before the agent works on it
+        "tool_pre",  # a tool is about to run (input only)
+        "tool_post",  # a tool ran (input and output)
+        "tool_failure",  # a tool ran and failed
+        "file_edit",  # the agent edited a file (hosts that report edits apart from tools)
+        "agent_response",  # the agent's answer at the end of a turn
+        "subagent_stop",  # a subagent finished
+        "compact",  # the host is about to compact its context
+        "notification",  # the host notified the user (permission asked, idle, ...)
+        "session_end",  # the session ended: the hook also asks for its summary
+        "other",
+    }
+)
+"""What happened, whatever the host called it: an adapter maps its host's hook names to one of
+these and sends it as ``eventKind``, so the gateway and the compressor need no host's names."""
+
 PERMANENT = frozenset({400, 404, 409, 413, 422})
 """Answers a resend of the same request cannot change: malformed (400), no such route or
 resource (404), a session id another project owns (409), too large (413), invalid (422). The

@@ -821,6 +821,7 @@ def test_fixture_observe_bodies(path: Path) -> None:
     event = load(path.name)
     body = observe_body(event, event_id(event, 1.0))
     assert body["host"] == event.host and body["hookType"] == event.hook
+    assert body["eventKind"] == event.kind  # what happened, so the gateway needs no host names
     if event.tool_use_id:
         assert body["eventId"].endswith(":" + event.tool_use_id)
     elif event.turn_id and event.kind in ("prompt", "agent_response"):

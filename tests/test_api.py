@@ -276,6 +276,7 @@ def test_text_no_store_can_hold_is_400_naming_the_field(
         ({"prompt": ["a"]}, "prompt"),
         ({"eventId": "a\nb"}, "eventId"),
         ({"sessionId": "x" * 201}, "sessionId"),
+        ({"eventKind": "tool_done"}, "eventKind"),
     ],
 )
 def test_invalid_observe_is_422_with_field_errors_and_writes_nothing(

@@ -498,3 +498,67 @@ def test_max_chars_edge_values() -> None:
     assert len(compress(event("Bash", {"command": "ls"}, "x" * 5000), max_chars=0).text) <= (
         DEFAULT_MAX_CHARS
     )  # nonsense limits fall back to the default
+
+
+def test_the_sent_event_kind_decides_over_the_hook_name() -> None:
+    """An adapter says what happened (eventKind); the hook's own name is only displayed."""
+    base = {"host": "some-new-host", "project": "p", "sessionId": "s"}
+    finished = compress(
+        {
+            **base,
+            "hookType": "onTurnDone",
+            "eventKind": "agent_response",
+            "toolOutput": {"message": "Fixed the parser; tests pass."},
+        }
+    )
+    assert (finished.kind, finished.title) == (
+        "session",
+        "Agent finished: Fixed the parser; tests pass.",
+    )
+    edited = compress(
+        {
+            **base,
+            "hookType": "onChange",
+            "eventKind": "file_edit",
+            "toolInput": {"file_path": "src/parser.py", "edits": [{"old": "a", "new": "b"}]},
+        }
+    )
+    assert edited.kind == "edit" and edited.files_modified == ("src/parser.py",)
+    failed = compress(
+        {
+            **base,
+            "hookType": "onTool",
+            "eventKind": "tool_failure",
+            "toolName": "Bash",
+            "toolInput": {"command": "make"},
+            "toolOutput": {"error": "make: *** [all] Error 2"},
+        }
+    )
+    assert failed.kind == "error" and failed.commands == ("make",) and failed.errors
+    # without eventKind, a name no rule knows says nothing: a plain session event
+    plain = compress({**base, "hookType": "onTurnDone", "toolOutput": {"message": "x"}})
+    assert (plain.kind, plain.title) == ("session", "onTurnDone event: x")
+
+
+@pytest.mark.parametrize(
+    ("hook", "kind"),
+    [
+        ("PreToolUse", "tool_pre"),
+        ("beforeShellExecution", "tool_pre"),
+        ("PreCompact", "compact"),
+        ("UserPromptSubmit", "prompt"),
+        ("SubagentStop", "subagent_stop"),
+        ("Stop", "agent_response"),
+        ("post_cascade_response", "agent_response"),
+        ("PostToolUseFailure", "tool_failure"),
+        ("SessionStart", "session_start"),
+    ],
+)
+def test_without_an_event_kind_the_hook_name_is_read_for_generic_words(
+    hook: str, kind: str
+) -> None:
+    from engram.compress import event_kind
+
+    assert event_kind({"hookType": hook}) == kind
+    assert event_kind({"hookType": hook, "eventKind": "other"}) == "other"  # sent wins
+    assert event_kind({"hookType": hook, "eventKind": "nonsense"}) == kind

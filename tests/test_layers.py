@@ -229,3 +229,46 @@ def picture() -> str:
 
 if __name__ == "__main__":
     print(picture())
+
+
+def _core_strings() -> dict[str, set[str]]:
+    """Every string constant of each core module, as ``hook_key`` spells names."""
+    from engram.compress import hook_key
+
+    found: dict[str, set[str]] = {}
+    for name, path in source_files().items():
+        if name.split(".")[1:2] and name.split(".")[1] in DOORS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found[name] = {
+            hook_key(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+    return found
+
+
+def test_the_core_names_no_host_hook() -> None:
+    """Adapters send what an event is (``eventKind``); the core knows no host's hook names. A
+    name that is also a generic word for an event kind (``SessionStart`` ~ session_start, a
+    ``Notification``, a ``stop``) is not a host's own."""
+    import importlib
+
+    from engram.agents.registry import ADAPTERS
+    from engram.compress import hook_key
+    from engram.wire import EVENT_KINDS
+
+    generic = {hook_key(k) for k in EVENT_KINDS} | {"stop"}
+    host_names: dict[str, str] = {}
+    for host, module in ADAPTERS.items():
+        if host == "raw":  # the generic adapter's names are the event kinds themselves
+            continue
+        for hook in importlib.import_module(module).EVENTS:
+            if hook_key(hook) not in generic:
+                host_names[hook_key(hook)] = f"{host} {hook}"
+    assert len(host_names) > 20  # the check has something to find
+    named = {
+        module: sorted(host_names[s] for s in strings if s in host_names)
+        for module, strings in _core_strings().items()
+    }
+    assert {m: n for m, n in named.items() if n} == {}
