@@ -185,7 +185,12 @@ def requests_for(event: HookEvent, fallback_time: float) -> list[dict[str, Any]]
         end = {
             "method": "POST",
             "path": f"/v1/sessions/{event.session_id}/end",
-            "body": {"project": event.project, "host": event.host, "cwd": event.cwd},
+            "body": {
+                "project": event.project,
+                "host": event.host,
+                "cwd": event.cwd,
+                "timestamp": event.timestamp,
+            },
         }
         return [observe, end]
     return [observe]

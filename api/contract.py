@@ -128,6 +128,7 @@ ROUTES: tuple[Route, ...] = (
             Field("host", "string", max_length=64),
             Field("cwd", "string", max_length=4096),
             AGENT,
+            TIMESTAMP,
         ),
     ),
     Route(

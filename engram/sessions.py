@@ -103,17 +103,23 @@ def start(
 
 
 def end(
-    store: Store, session_id: str, project: str | None = None, agent_id: str | None = None
+    store: Store,
+    session_id: str,
+    project: str | None = None,
+    agent_id: str | None = None,
+    at: float | None = None,
 ) -> dict[str, Any] | None:
     """End a session; with ``project`` (and ``agent_id``), only the caller's own (raises
-    SessionConflict for another's). None when there is no such session."""
+    SessionConflict for another's). None when there is no such session. ``at``: when it ended
+    by the host's clock (an imported transcript ended long before it was processed); now when
+    the client did not say."""
     with store.write() as conn:
         if project is not None:
             check_owner(conn, session_id, project, agent_id)
         result = conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id)
-            .values(status="ended", ended_at=now())
+            .values(status="ended", ended_at=now() if at is None else at)
         )
         if result.rowcount == 0:
             return None

@@ -851,6 +851,24 @@ def test_ending_an_unknown_session_with_its_project_creates_it(api: Api, project
     assert api.post("/v1/sessions/unknown-3/end", {"project": 7})[0] == 422
 
 
+def test_a_session_is_dated_by_the_hosts_clock_not_by_when_it_was_processed(
+    api: Api, project: str
+) -> None:
+    """A transcript imported weeks later, or a spooled hook replayed, still says when it ran."""
+    started, ended = "2026-03-02T09:14:00Z", "2026-03-02T10:02:30Z"
+    status, _ = api.post(
+        "/v1/sessions", {"sessionId": "dated-1", "project": project, "timestamp": started}
+    )
+    assert status == 201
+    status, answer = api.post(
+        "/v1/sessions/dated-1/end", {"project": project, "timestamp": ended}
+    )
+    assert status == 200
+    assert answer["session"]["startedAt"].startswith("2026-03-02T09:14:00")
+    assert answer["session"]["endedAt"].startswith("2026-03-02T10:02:30")
+    assert api.post("/v1/sessions/dated-1/end", {"timestamp": "last week"})[0] == 422
+
+
 def test_file_history_and_project_profile(api: Api, project: str) -> None:
     edits = [
         ("/home/dev/src/shop/app/login.py", "Edit"),

@@ -79,11 +79,20 @@ class Delivery:
         return self._send("POST", "/v1/observe", body)
 
     def start_session(
-        self, session_id: str, project: str, *, host: str, cwd: str | None
+        self,
+        session_id: str,
+        project: str,
+        *,
+        host: str,
+        cwd: str | None,
+        at: float | None = None,
     ) -> Outcome:
+        """``at``: when the session started by the host's clock (a transcript's first line)."""
         body: dict[str, Any] = {"sessionId": session_id, "project": project, "host": host}
         if cwd:
             body["cwd"] = cwd
+        if at is not None:
+            body["timestamp"] = at
         outcome = self._send("POST", "/v1/sessions", body)
         # A session start answers 201 (new) or 200 (known): both mean it is there.
         return Outcome(ACCEPTED) if outcome.status == DUPLICATE else outcome
@@ -107,10 +116,13 @@ class Delivery:
             raise GatewayError(status, payload)
         return Outcome(TRANSIENT, error_message(status, payload))
 
-    def end_session(self, session_id: str) -> Outcome:
+    def end_session(self, session_id: str, at: float | None = None) -> Outcome:
+        """``at``: when the session ended by the host's clock (a transcript's last line), so an
+        import made weeks later still dates it right."""
         from urllib.parse import quote
 
-        outcome = self._send("POST", f"/v1/sessions/{quote(session_id, safe='')}/end", {})
+        body = {} if at is None else {"timestamp": at}
+        outcome = self._send("POST", f"/v1/sessions/{quote(session_id, safe='')}/end", body)
         return Outcome(ACCEPTED) if outcome.status == DUPLICATE else outcome
 
 

@@ -191,11 +191,15 @@ class Importer:
                         str(info["project"]),
                         host=claude_import.HOST,
                         cwd=info["cwd"],
+                        at=_first_time(parsed.events, event.session_id),
                     ),
                 )
                 started.add(event.session_id)
         for session_id in started:
-            self._session(path, self.gateway.end_session(session_id))
+            self._session(
+                path,
+                self.gateway.end_session(session_id, at=_last_time(parsed.events, session_id)),
+            )
         self.totals.accepted += counts[ACCEPTED]
         self.totals.duplicates += counts[DUPLICATE]
         self.totals.rejected += counts[REJECTED]
@@ -263,3 +267,14 @@ def default_root() -> Path:
 
 def elapsed(since: float) -> str:
     return f"{time.monotonic() - since:.1f}s"
+
+
+def _first_time(events: Any, session_id: str) -> float | None:
+    """The host's time of the session's first event (None when no line had one)."""
+    times = [e.timestamp for e in events if e.session_id == session_id and e.timestamp]
+    return min(times) if times else None
+
+
+def _last_time(events: Any, session_id: str) -> float | None:
+    times = [e.timestamp for e in events if e.session_id == session_id and e.timestamp]
+    return max(times) if times else None

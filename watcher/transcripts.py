@@ -119,7 +119,7 @@ def new_file_state(watch: str, key: str, offset: int = 0) -> dict[str, Any]:
 # --- turning a line into operations ------------------------------------------------------------
 
 Op = tuple[str, Any]
-"""("start", None) | ("observe", body) | ("end", None)."""
+"""("start", None) | ("observe", body) | ("end", {"timestamp": the host's time or None})."""
 
 
 def _safe(value: Any, check: Callable[[Any, str], str | None]) -> str | None:
@@ -181,7 +181,7 @@ def apply_line(
     session = state.get("sessionId") or fallback_session(path, host)
     ops: list[Op] = [] if state.get("announced") else [("start", None)]
     if action == "session_end":
-        return [*ops, ("end", None)]
+        return [*ops, ("end", {"timestamp": _when(fields, line)})]
     common: dict[str, Any] = {
         "session_id": session,
         "project": project_for(state.get("cwd"), project),
@@ -426,7 +426,7 @@ class TranscriptWatcher:
                     session, project, host=host, cwd=new.get("cwd")
                 )
             elif op == "end":
-                outcome = self.gateway.end_session(session)
+                outcome = self.gateway.end_session(session, at=(body or {}).get("timestamp"))
             else:
                 outcome = self.gateway.observe(body)
             if outcome.status == TRANSIENT:

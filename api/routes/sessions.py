@@ -56,12 +56,7 @@ def start() -> Any:
     budget = body.get("budgetTokens", settings().context_budget_tokens)
     if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= 100_000:
         errors["budgetTokens"] = "an integer 1-100000"
-    at = None
-    if body.get("timestamp") is not None:
-        try:
-            at = parse_timestamp(body["timestamp"])
-        except ValueError as exc:
-            errors["timestamp"] = str(exc)
+    at = _timestamp(body, errors)
     if errors:
         raise ApiError(422, "invalid session", details={"fields": errors})
     assert session_id and project
@@ -83,6 +78,17 @@ def start() -> Any:
     return jsonify({"session": session, **block}), 201 if created else 200
 
 
+def _timestamp(body: dict[str, Any], errors: dict[str, str]) -> float | None:
+    """The host's time of a start or end (``timestamp``), or None when not given."""
+    if body.get("timestamp") is None:
+        return None
+    try:
+        return parse_timestamp(body["timestamp"])
+    except ValueError as exc:
+        errors["timestamp"] = str(exc)
+        return None
+
+
 @bp.post("/v1/sessions/<session_id>/end")
 def end(session_id: str) -> Any:
     """End a session. A body with ``project`` (and ``host``, ``cwd``, ``agentId``) first creates
@@ -97,13 +103,16 @@ def end(session_id: str) -> Any:
         host = _str_field(body, "host", errors, limit=64)
         cwd = _str_field(body, "cwd", errors, limit=4096)
         agent_id = _str_field(body, "agentId", errors)
+        at = _timestamp(body, errors)
         if errors:
             raise ApiError(422, "invalid session", details={"fields": errors})
         if project and sessions.get(store(), session_id) is None:
-            sessions.start(store(), session_id, project, host=host, agent_id=agent_id, cwd=cwd)
+            sessions.start(
+                store(), session_id, project, host=host, agent_id=agent_id, cwd=cwd, at=at
+            )
     else:
-        project = agent_id = None
-    session = sessions.end(store(), session_id, project, agent_id)
+        project = agent_id = at = None
+    session = sessions.end(store(), session_id, project, agent_id, at=at)
     if session is None:
         raise ApiError(404, f"no session {session_id!r}")
     current_app.extensions["engram.enqueue_summary"](session_id)
