@@ -90,7 +90,15 @@ def summarize(observations: Sequence[Mapping[str, Any]]) -> SessionSummary:
     for i, record in enumerate(records):
         last_seen.update(dict.fromkeys(_strings(record.get("errors")), i))
     errors = list(last_seen)[-MAX_ERRORS:]
-    unresolved = [e for e in errors if not _resolved(records, last_seen[e])]
+    # A clean test run after the last failure clears the failures of every test run and build
+    # before it (the code it tested compiled and passed); a failed lint or deploy stays open.
+    passing = _passing_at_end(records)
+    unresolved = [
+        e
+        for e in errors
+        if not _resolved(records, last_seen[e])
+        and not (passing and _tested_or_built(records[last_seen[e]]))
+    ]
     return SessionSummary(
         request=_request(records),
         files_read=tuple(read[:MAX_FILES]),
@@ -167,18 +175,46 @@ def _same_run(before: str, after: str) -> bool:
     return tests and old[:1] == new[:1] and set(new) <= set(old)
 
 
-def _outcome(records: list[Mapping[str, Any]], unresolved: list[str]) -> str:
-    def failed(record: Mapping[str, Any]) -> bool:
-        return bool(_strings(record.get("errors")))
+def _failed(record: Mapping[str, Any]) -> bool:
+    return bool(_strings(record.get("errors")))
 
-    tests = [
+
+def _test_runs(records: list[Mapping[str, Any]]) -> list[int]:
+    return [
         i
         for i, r in enumerate(records)
         if _ran(r) and any("test" in command_concepts(c) for c in _strings(r.get("commands")))
     ]
-    last_error = max((i for i, r in enumerate(records) if failed(r)), default=-1)
-    tests_pass = bool(tests) and not failed(records[tests[-1]])
-    if tests_pass and tests[-1] > last_error:
+
+
+def _passing_at_end(records: list[Mapping[str, Any]]) -> bool:
+    """The session's last test run passed, and nothing failed after it."""
+    tests = _test_runs(records)
+    last_error = max((i for i, r in enumerate(records) if _failed(r)), default=-1)
+    return bool(tests) and not _failed(records[tests[-1]]) and tests[-1] > last_error
+
+
+def _tested_or_built(record: Mapping[str, Any]) -> bool:
+    """A test run or a compile (`go build`, `cargo build`, `tsc`, `make`): what a later
+    passing test run proves fixed."""
+    commands = _strings(record.get("commands"))
+    words = {w for c in commands for w in c.split()[:3]}
+    if words & _NOT_BUILDS:
+        return False
+    families = {f for c in commands for f in command_concepts(c)}
+    return bool(families & {"test", "build"} or words & {"build", "compile", "tsc", "vet"})
+
+
+_NOT_BUILDS = frozenset({"lint", "deploy", "publish", "release", "docs", "fmt", "format", "push"})
+"""Targets (`make lint`, `make deploy`) whose failure a passing test run says nothing about."""
+
+
+def _outcome(records: list[Mapping[str, Any]], unresolved: list[str]) -> str:
+    tests = _test_runs(records)
+    tests_pass = bool(tests) and not _failed(records[tests[-1]])
+    if _passing_at_end(records):
+        if unresolved:  # never "completed" beside an open error
+            return one_line("tests passing; unresolved errors: " + "; ".join(unresolved[-2:]), 300)
         return "completed: tests passing"
     if unresolved:
         return one_line("unresolved errors: " + "; ".join(unresolved[-2:]), 300)
