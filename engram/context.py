@@ -1,22 +1,34 @@
-"""The session-start context block: what the next session should know, within a token budget.
+"""The context block: what a session should know, within a token budget.
 
-Most useful first: the project profile, the memories most relevant to the session's first prompt
-or, without one, to the project profile (hybrid search; the newest when nothing matches), the last
-session's summary and its open items, then relevant or recent observations. Items are whole or absent, never cut.
-Tokens are estimated as ceil(characters / 4), the usual figure for English and code with
-BPE tokenizers; the estimate is stated in the block's metadata.
+With a query (a prompt, a question), most useful first: the memories search finds for it; the
+sessions of the best hits in depth (what each asked, then the agent's answers, search's hits
+and every other observation that speaks to the query, each with the lines that answer, read
+from all it holds: the prompt, the edit's code, the command's output); the other hits, each
+with its answering lines; the last session and its open items; the project profile. Without a
+query (session start): the memories (relevant to the project profile, else the newest), the
+last session, its open items, what the sessions before it asked, answered and left, the profile.
+
+Every item cites its ids (session, observation) so the agent can ask for more through MCP;
+hits whose titles differ only in numbers are folded into one. A memory or a summary line is
+whole or absent; an excerpt loses lines from its end when the budget is short. Tokens are
+estimated as ceil(characters / 4), the usual figure for English and code with BPE tokenizers;
+the estimate is stated in the block's metadata.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
-from engram import memories, search, sessions
+from engram import memories, observations, search, sessions
+from engram.analysis import STOP_WORDS, stem, words
+from engram.compress import one_line
 from engram.observations import scoped
 from engram.schema import observations as observations_table
 from engram.schema import sessions as sessions_table
@@ -88,12 +100,17 @@ def build(
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
-    Memories are found by hybrid search for the session's first prompt (``query``) or, without
-    one, for the project profile; the newest memories fill in when search finds none."""
+    With a ``query`` (a prompt, a question): the memories and the observations and session
+    summaries that hybrid search finds for it, each with the part of its text that answers
+    (``excerpt``), then the last session and the profile. Without one (session start): the
+    memories most relevant to the project profile (the newest when nothing matches), the last
+    session, its open items, what the recent sessions asked, decided and left, then the profile.
+    Everything is filled most useful first until the budget is used; every item cites its id."""
     prof = profile(store, scope)
     wanted = query or profile_query(prof)
+    per_item = max(MIN_ITEM_CHARS, min(MAX_ITEM_CHARS, budget_tokens * 4 // 5))
 
-    def find(limit: int, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    def find(limit: int, kinds: tuple[str, ...], per_session: int = 3) -> list[dict[str, Any]]:
         if not wanted.strip():
             return []
         return list(
@@ -104,86 +121,353 @@ def build(
                 limit=limit,
                 mode="hybrid",
                 kinds=kinds,
+                per_session=per_session,
                 vectors=vectors,
                 weights=weights,
                 rrf_k=rrf_k,
             )["items"]
         )
 
-    sections: list[tuple[str, list[str]]] = []
-    head = f"# Engram memory: {scope.project}"
-    prof_lines = [f"- {prof['sessions']} sessions, {prof['observations']} observations recorded"]
-    if prof["topFiles"]:
-        prof_lines.append("- Files most worked on: " + ", ".join(prof["topFiles"]))
-    if prof["topCommands"]:
-        prof_lines.append(
-            "- Frequent commands: " + ", ".join(f"`{c}`" for c in prof["topCommands"])
-        )
-    if prof["concepts"]:
-        prof_lines.append("- Concepts: " + ", ".join(prof["concepts"]))
-    if prof["observations"]:
-        # a project with nothing recorded has no profile worth a line of the agent's context
-        sections.append(("## Project profile", prof_lines))
-
-    mem_lines = [f"- {item['text']}" for item in find(8, ("memory",))]
-    if not mem_lines:
-        recent, _ = memories.list_memories(store, scope, limit=8)
-        mem_lines = [f"- {item['content']}" for item in recent]
-    if mem_lines:
-        sections.append(("## Memories", mem_lines))
+    sections: list[tuple[str, list[Item]]] = []
+    mem_items = [Item(f"- {m['text']}") for m in find(8, ("memory",))]
+    if not mem_items and not query:
+        newest, _ = memories.list_memories(store, scope, limit=8)
+        mem_items = [Item(f"- {m['content']}") for m in newest]
 
     with store.read() as conn:
         last = sessions.last_summarised(conn, scope, exclude=session_id)
+    last_section: list[tuple[str, list[Item]]] = []
     if last is not None:
         when = (iso(last.ended_at) or "")[:10]
         summary = loads(last.summary_json, {}) or {}
-        sections.append((f"## Last session ({when})", [last.summary.strip()]))
-        open_items = [f"- Unresolved: {error}" for error in summary.get("unresolvedErrors", [])]
+        last_section.append(
+            (f"## Last session ({when}, {last.id})", [Item(line) for line in _lines(last.summary)])
+        )
+        open_items = [Item(f"- Unresolved: {e}") for e in summary.get("unresolvedErrors", [])]
         if open_items:
-            sections.append(("## Open items", open_items))
+            last_section.append(("## Open items", open_items))
 
     if query:
-        rel = [
-            f"- [{i['kind']}] {i['title']} ({(i['createdAt'] or '')[:10]})"
-            for i in find(10, ("observation", "summary"))
-        ]
+        hits = find(RELEVANT_HITS, ("observation", "summary"), per_session=RELEVANT_PER_SESSION)
+        if mem_items:
+            sections.append(("## Memories", mem_items))
+        terms = _terms(query)
+        top = list(dict.fromkeys(h["sessionId"] for h in hits if h.get("sessionId")))
+        top = top[:TOP_SESSIONS]
+        session_items = _sessions_in_depth(store, top, hits, terms, budget_tokens * 4)
+        rest = [h for h in hits if h.get("sessionId") not in top]
+        relevant = session_items + _expand(rest, terms, per_item, skip_session=None)
+        if relevant:
+            sections.append(("## Relevant", relevant))
+        sections += last_section
     else:
-        rel = []
-        with store.read() as conn:
-            stmt = scoped(select(observations_table), scope).order_by(
-                observations_table.c.created_at.desc()
-            )
-            for row in conn.execute(stmt.limit(10)):
-                rel.append(f"- [{row.kind}] {row.title} ({(iso(row.created_at) or '')[:10]})")
-    if rel:
-        sections.append(("## Relevant" if query else "## Recent activity", rel))
-
+        if mem_items:
+            sections.append(("## Memories", mem_items))
+        sections += last_section
+        earlier = _recent_sessions(store, scope, exclude={session_id, last.id if last else None})
+        if earlier:
+            sections.append(("## Earlier sessions", earlier))
+    if prof["observations"]:
+        # a project with nothing recorded has no profile worth a line of the agent's context
+        sections.append(("## Project profile", [Item(line) for line in _profile_lines(prof)]))
+    head = f"# Engram memory: {scope.project}"
     return _fit(head, sections, budget_tokens, prof)
 
 
+RELEVANT_HITS = 24
+"""Observations and summaries searched for a query; the budget decides how many are shown."""
+RELEVANT_PER_SESSION = 8
+"""Hits kept per session (search's default is 3): the session that holds the answer usually
+holds several of the best hits."""
+TOP_SESSIONS = 3
+"""Sessions of the best hits shown in depth: their request, the agent's answers and every
+observation that speaks to the query, not only the ones search ranked."""
+SESSION_SHARE = (0.45, 0.25, 0.15)
+"""Share of the budget each of the top sessions may take, in rank order."""
+MIN_ITEM_CHARS, MAX_ITEM_CHARS = 240, 1400
+"""Bounds on one item's excerpt: a fifth of the budget (in characters, ~4 to a token)."""
+RECENT_SESSIONS = 8
+"""Sessions before the last one whose request, decisions and outcome session start shows."""
+LINE_CHARS = 400
+"""Longest line of an excerpt: a prompt or an answer is split into sentences past it."""
+
+
+@dataclasses.dataclass
+class Item:
+    """One entry of a section: its first line, and lines that may be dropped from the end when
+    the budget is short (an excerpt; a memory or a summary line has none)."""
+
+    head: str
+    body: list[str] = dataclasses.field(default_factory=list)
+
+
+def _profile_lines(prof: dict[str, Any]) -> list[str]:
+    lines = [f"- {prof['sessions']} sessions, {prof['observations']} observations recorded"]
+    if prof["topFiles"]:
+        lines.append("- Files most worked on: " + ", ".join(prof["topFiles"]))
+    if prof["topCommands"]:
+        lines.append("- Frequent commands: " + ", ".join(f"`{c}`" for c in prof["topCommands"]))
+    if prof["concepts"]:
+        lines.append("- Concepts: " + ", ".join(prof["concepts"]))
+    return lines
+
+
+def _lines(text: str | None) -> list[str]:
+    return [line for line in (text or "").strip().splitlines() if line.strip()]
+
+
+def _sessions_in_depth(
+    store: Store,
+    session_ids: list[str],
+    hits: list[dict[str, Any]],
+    terms: set[str],
+    budget_chars: int,
+) -> list[Item]:
+    """One item per session: what it asked, then its observations that speak to the query —
+    the agent's answers first (what changed, why, what is left), then search's hits in rank
+    order, then any other observation holding query terms — each with the lines that answer,
+    read from everything the observation holds (the prompt, the edit, the output)."""
+    rank = {h["id"]: n for n, h in enumerate(hits)}
+    items = []
+    with store.read() as conn:
+        rows = {sid: observations.for_session(conn, sid)[:SESSION_SCAN] for sid in session_ids}
+        summaries = {
+            r.id: r
+            for r in conn.execute(
+                select(sessions_table).where(sessions_table.c.id.in_(session_ids))
+            )
+        }
+    for number, sid in enumerate(session_ids):
+        row = summaries.get(sid)
+        summary = loads(row.summary_json, {}) if row is not None else {}
+        when = (iso(row.ended_at or row.started_at) if row is not None else "") or ""
+        request = one_line((summary or {}).get("request") or "", 240)
+        share = SESSION_SHARE[min(number, len(SESSION_SHARE) - 1)]
+        limit = int(budget_chars * share)
+        scored = []
+        for obs in rows[sid]:
+            content = _content(obs)
+            hits_here = len(terms & _terms(content))
+            answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
+            if not (hits_here or obs.id in rank or answer):
+                continue
+            order = (0 if answer else 1, rank.get(obs.id, len(rank) + 1), -hits_here)
+            scored.append((order, obs, content))
+        body: list[str] = []
+        used = 0
+        for _, obs, content in sorted(scored, key=lambda s: s[0]):
+            if used >= limit:
+                break
+            title = obs.title or ""
+            lines = excerpt(content, terms, min(MAX_ITEM_CHARS, limit - used), skip=title)
+            if not lines and not title:
+                continue
+            # a title cut short repeats the excerpt's first line: the kind and id say enough
+            shown = "" if title.endswith("…") and lines else f" {title}"
+            label = "answer" if title.startswith(sessions.AGENT_ANSWER) else obs.kind
+            body.append(f"  - [{label}]{shown} ({obs.id})")
+            body += [f"    {line}" for line in lines]
+            used += len(title) + sum(len(line) + 5 for line in lines) + 20
+        outcome = (summary or {}).get("outcome")
+        if outcome:
+            body.append(f"  - Outcome: {outcome}")
+        head = f"- Session {sid} ({when[:10]}): {request or 'no prompt recorded'}"
+        items.append(Item(head, body))
+    return items
+
+
+SESSION_SCAN = 400
+"""Observations of one session read when it is shown in depth (a very long session's first)."""
+
+
+def _content(obs: Any) -> str:
+    """Everything an observation holds, as text: its compressed text, then the prompt, the
+    tool's input and output in full (an edit's new code, a command's whole output)."""
+    parts = [obs.text or ""]
+    if obs.prompt:
+        parts.append(obs.prompt)
+    for raw in (obs.tool_input, obs.tool_output):
+        value = loads(raw, raw) if isinstance(raw, str) else raw
+        parts.extend(_strings_in(value))
+    return "\n".join(p for p in parts if p)[:CONTENT_CHARS]
+
+
+_NOT_CONTENT = frozenset({"filePath", "file_path", "path", "type", "mode", "cwd", "isImage"})
+CONTENT_CHARS = 20_000
+"""Bound on the text an excerpt is chosen from (a megabyte of output is scanned no further)."""
+
+
+def _strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):  # paths and modes are in the title and text already
+        return [s for k, v in value.items() if k not in _NOT_CONTENT for s in _strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    return []
+
+
+def _expand(
+    hits: list[dict[str, Any]], terms: set[str], per_item: int, skip_session: str | None
+) -> list[Item]:
+    """Search hits as items holding the part of their text that answers the query terms; hits
+    whose title repeats one shown already are folded into it. The last session's summary is
+    left out (its own section shows it)."""
+    items: list[Item] = []
+    seen: dict[str, Item] = {}
+    for hit in hits:
+        if hit["kind"] == "summary" and hit.get("sessionId") == skip_session:
+            continue
+        key = _fold_key(hit["title"] or "")
+        if key in seen:
+            folded = seen[key]
+            folded.head = _bump_similar(folded.head)
+            continue
+        when = (hit.get("createdAt") or "")[:10]
+        cite = ", ".join(x for x in (when, hit.get("sessionId"), hit["id"]) if x)
+        if hit["kind"] == "summary":
+            head = f"- [session summary] ({cite})"
+            body = excerpt(hit["text"] or "", terms, per_item)
+        else:
+            title = hit["title"] or ""
+            body = excerpt(hit["text"] or "", terms, per_item, skip=title)
+            head = f"- [{hit['kind']}] {title} ({cite})"
+        item = Item(head, [f"  {line}" for line in body])
+        seen[key] = item
+        items.append(item)
+    return items
+
+
+_SIMILAR = re.compile(r" \(\+(\d+) similar\)$")
+
+
+def _bump_similar(head: str) -> str:
+    found = _SIMILAR.search(head)
+    count = int(found.group(1)) + 1 if found else 1
+    return f"{_SIMILAR.sub('', head)} (+{count} similar)"
+
+
+def _fold_key(title: str) -> str:
+    """Titles that differ only in numbers, hashes or quoting fold together."""
+    return re.sub(r"[0-9a-f]{7,}|\d+|[`'\"]", "", title.lower()).strip()
+
+
+_CUES = re.compile(
+    r"(?i)\b(because|since|so that|instead|decid|chose|root cause|caused|fix|fixed|the reason|"
+    r"why|resolved|still|todo|left|workaround|must|never|always)\b"
+)
+
+
+def _terms(text: str) -> set[str]:
+    return {stem(w) for w in words(text) if w not in STOP_WORDS and len(w) > 1}
+
+
+def excerpt(text: str, terms: set[str], limit: int, skip: str = "") -> list[str]:
+    """The lines of ``text`` that answer best, in their order, within ``limit`` characters:
+    each line scores the query terms it holds (and a little for words that carry reasons:
+    because, instead, fixed, ...); lines that score nothing come only after those that do. A
+    line equal to ``skip`` (the title, shown already) is left out; long lines are split into
+    sentences first."""
+    seen = {" ".join(skip.split())}
+    lines = []
+    for line in _units(text):
+        key = " ".join(line.split())
+        if key and key not in seen:  # compressed text and raw output repeat each other
+            seen.add(key)
+            lines.append(line)
+    if not lines:
+        return []
+    scored = []
+    for number, line in enumerate(lines):
+        hits = len(terms & _terms(line))
+        scored.append((hits + (0.5 if hits and _CUES.search(line) else 0.0), number))
+    chosen: set[int] = set()
+    used = 0
+    for score, number in sorted(scored, key=lambda s: (-s[0], s[1])):
+        cost = len(lines[number]) + 3
+        if used + cost > limit:
+            if score > 0:
+                continue
+            break
+        chosen.add(number)
+        used += cost
+    out: list[str] = []
+    previous = -1
+    for number in sorted(chosen):
+        if previous >= 0 and number != previous + 1:
+            out.append("…")
+        out.append(lines[number])
+        previous = number
+    return out
+
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9`(\"'])")
+
+
+def _units(text: str) -> list[str]:
+    """Lines, with a long line split into sentences and anything still long cut."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if len(line) <= LINE_CHARS:
+            out.append(line)
+            continue
+        for sentence in _SENTENCE.split(line):
+            out.append(one_line(sentence, LINE_CHARS))
+    return out
+
+
+def _recent_sessions(store: Store, scope: Scope, exclude: set[str | None]) -> list[Item]:
+    """The sessions before the last, newest first: what was asked, what the agent answered at
+    the end (what changed, why, what is left) and how it ended."""
+    with store.read() as conn:
+        rows = sessions.recent_summarised(conn, scope, RECENT_SESSIONS + len(exclude))
+        rows = [r for r in rows if r.id not in exclude][:RECENT_SESSIONS]
+        answers = sessions.final_answers(conn, [r.id for r in rows])
+    items = []
+    for row in rows:
+        summary = loads(row.summary_json, {}) or {}
+        when = (iso(row.ended_at) or "")[:10]
+        request = one_line(summary.get("request") or "", 300)
+        body = []
+        if answers.get(row.id):
+            body += [f"  {line}" for line in _units(answers[row.id])[:6]]
+        if summary.get("outcome"):
+            body.append(f"  Outcome: {summary['outcome']}")
+        items.append(Item(f"- ({when}, {row.id}) {request or 'session'}", body))
+    return items
+
+
 def _fit(
-    head: str, sections: list[tuple[str, list[str]]], budget: int, prof: dict[str, Any]
+    head: str, sections: list[tuple[str, list[Item]]], budget: int, prof: dict[str, Any]
 ) -> dict[str, Any]:
-    """Whole items, in order, while they fit; a section heading only with at least one item."""
+    """Items in order while they fit: an item's head whole or not at all, then as many of its
+    body lines as fit; a section heading only with at least one item."""
     out = [head]
     used = estimate_tokens(head) + 1
     included = omitted = 0
-    for heading, lines in sections:
+    for heading, items in sections:
         cost_heading = estimate_tokens(heading) + 2
         block: list[str] = []
-        for line in lines:
-            cost = estimate_tokens(line) + 1
+        for item in items:
             extra = cost_heading if not block else 0
+            cost = estimate_tokens(item.head) + 1
             if used + cost + extra > budget:
                 omitted += 1
                 continue
             used += cost + extra
-            block.append(line)
+            block.append(item.head)
+            for line in item.body:
+                line_cost = estimate_tokens(line) + 1
+                if used + line_cost > budget:
+                    break
+                used += line_cost
+                block.append(line)
         if block:
             out.append("")
             out.append(heading)
             out.extend(block)
-            included += len(block)
+            included += sum(1 for line in block if not line.startswith("  "))
     text = "\n".join(out) if included else ""
     return {
         "context": text,

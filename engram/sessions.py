@@ -211,6 +211,44 @@ def last_summarised(conn: Connection, scope: Scope, exclude: str | None = None) 
     return conn.execute(stmt).first()
 
 
+def recent_summarised(conn: Connection, scope: Scope, limit: int) -> list[Any]:
+    """Summarised sessions in scope, the last ended first (by the host's clock)."""
+    stmt = (
+        select(sessions)
+        .where(sessions.c.summary.is_not(None), sessions.c.summary != "")
+        .order_by(sessions.c.ended_at.desc())
+        .limit(limit)
+    )
+    if not scope.all_projects:
+        stmt = stmt.where(sessions.c.project == scope.project)
+    if scope.agent_id is not None:
+        stmt = stmt.where(or_(sessions.c.agent_id == scope.agent_id, sessions.c.agent_id.is_(None)))
+    return list(conn.execute(stmt))
+
+
+AGENT_ANSWER = "Agent finished: "
+"""How an observation of the agent's end-of-turn answer begins (``compress.SESSION_LABELS``)."""
+
+
+def final_answers(conn: Connection, session_ids: list[str], per_session: int = 2) -> dict[str, str]:
+    """The agent's last answers of each session (what changed, why, what is left), oldest first,
+    without the label."""
+    if not session_ids:
+        return {}
+    from engram.schema import observations
+
+    o = observations.c
+    rows = conn.execute(
+        select(o.session_id, o.text)
+        .where(o.session_id.in_(session_ids), o.kind == "session", o.title.like("Agent finished%"))
+        .order_by(o.created_at)
+    )
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row.session_id, []).append((row.text or "").removeprefix(AGENT_ANSWER))
+    return {sid: "\n".join(texts[-per_session:]) for sid, texts in found.items()}
+
+
 def to_dict(row: Any) -> dict[str, Any]:
     return {
         "id": row.id,

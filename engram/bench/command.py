@@ -11,6 +11,7 @@ from pathlib import Path
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
+from engram.bench.options import CONTEXT_DATASETS
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
 from engram.embedders.base import EmbedderError
@@ -36,6 +37,8 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.context or args.dataset in CONTEXT_DATASETS:
+        return _context(args)
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
     unknown = [n for n in names if n not in RETRIEVERS]
     if not names or unknown:
@@ -108,6 +111,37 @@ def main(args: argparse.Namespace) -> int:
         document = report.as_json(dataset, results, args.session_docs, options)
         try:
             Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            return _fail(f"cannot write {args.json}: {exc.strerror or exc}", EXIT_FAILURE)
+        _progress(f"wrote {args.json}")
+    return EXIT_OK
+
+
+def _context(args: argparse.Namespace) -> int:
+    from engram.bench import context
+
+    if args.dataset not in CONTEXT_DATASETS:
+        return _fail(
+            f"--context runs on {', '.join(CONTEXT_DATASETS)} (not yet on {args.dataset}); "
+            "without --context, coding-context has no retrieval gold"
+        )
+    if not args.context:
+        return _fail(f"{args.dataset} is a context benchmark: add --context")
+    try:
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        return _fail(f"--budgets must be integers, got {args.budgets!r}")
+    if not budgets or any(b < 50 for b in budgets):
+        return _fail("--budgets: at least one budget, each at least 50 tokens")
+    _progress(f"context benchmark on {args.dataset}, budgets {budgets} ...")
+    try:
+        result = context.run_coding(budgets, args.context_embedder, _progress)
+    except (context.ContextDataError, EmbedderError) as exc:
+        return _fail(str(exc), EXIT_FAILURE)
+    print(context.render(result))
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         except OSError as exc:
             return _fail(f"cannot write {args.json}: {exc.strerror or exc}", EXIT_FAILURE)
         _progress(f"wrote {args.json}")

@@ -6,7 +6,8 @@ import argparse
 
 from engram.settings import LOCAL_MODELS
 
-DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life")
+DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life", "coding-context")
+CONTEXT_DATASETS = ("coding-context",)
 DEFAULT_RETRIEVERS = "grep,bm25"
 DEFAULT_EMBEDDER = "minilm"
 
@@ -41,6 +42,18 @@ Datasets (read from the data dir at run time, never copied):
                       malformed evidence ids are repaired or dropped, counts printed
   coding-agent-life   15 coding-agent sessions, 15 queries (session level; a smoke test)
 
+  coding-context      Engram's own: 24 coding-agent sessions (a Go service, a React app, a
+                      data pipeline; long outputs, tracebacks, diffs) and 40 questions a
+                      developer asks in a later session, each with the phrases that answer
+                      it; shipped in the package. Only with --context
+
+The context benchmark (--context) asks instead whether the block a new session receives
+(POST /v1/context) holds the answer: the sessions go through the capture path (validated,
+scrubbed, compressed, summarised; graph and vectors built), then for each question the block
+is built at each --budgets, with the question as the query (what a prompt hook asks) and
+without (what session start gets). Columns: any / all answering phrases in the block, tokens
+used (median), how full the budget is, per question type, p50 build time.
+
 Levels: session (gold = evidence sessions) or turn (gold = evidence turns / dialog ids).
 At session level, sessions are indexed as whole documents (--session-docs whole, as
 LongMemEval's official session granularity); --session-docs best-turn indexes turns and
@@ -59,6 +72,7 @@ Examples:
   engram bench locomo --level turn --markdown
   engram bench longmemeval-s --retrievers bm25,vector,hybrid --vector-weight 0.5
   engram bench locomo --level turn --retrievers vector,hybrid --embedder e5-small
+  engram bench coding-context --context --budgets 500,1000,2000
 """
 
 
@@ -150,6 +164,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="benchmark data (default: ENGRAM_BENCH_DATA, else ../shared/data "
         "beside the repository)",
+    )
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="the context benchmark: is the answer in the block a new session gets",
+    )
+    parser.add_argument(
+        "--budgets",
+        default="500,1000,2000",
+        metavar="LIST",
+        help="--context: comma-separated token budgets (default 500,1000,2000)",
+    )
+    parser.add_argument(
+        "--context-embedder",
+        choices=("local", "none"),
+        default="local",
+        help="--context: the server's embedder setting (default local, as installed)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")

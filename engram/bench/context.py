@@ -1,0 +1,384 @@
+"""Does the context block carry the answer? ``engram bench <dataset> --context``.
+
+A store is filled through the capture path any client uses (observe bodies in a host's shape,
+validated, scrubbed and compressed as the gateway and a worker would; sessions started and ended
+at the host's times and summarised; vectors and graph built), then, for each question, the
+block a new session in that project would receive is built — with the question as the query (what
+a prompt hook asks) and without one (what session start gets) — at each budget. Scored:
+
+- ``any``: at least one of the question's answering phrases is in the block;
+- ``all``: every one of them is;
+- ``tokens``: the block's size (median), and ``full``: the share of the budget used (median).
+
+Phrases are compared case-insensitively with runs of whitespace collapsed, so a phrase split
+across lines in an output still counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).with_name("data")
+CODING_SET = DATA / "coding-context-v1.json"
+DEFAULT_BUDGETS = (500, 1000, 2000)
+HOST = "claude-code"
+"""The shape the coding set's events are sent in (Claude Code's hook payloads, normalised)."""
+STEP_SECONDS = 47.0
+"""Time between two events of a session (the host's timestamps)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    question_id: str
+    project: str
+    text: str
+    answers: tuple[str, ...]
+    sessions: tuple[str, ...]
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CodingSet:
+    name: str
+    sessions: list[dict[str, Any]]
+    questions: list[Question]
+
+
+class ContextDataError(ValueError):
+    """The data set cannot be used; the message says where."""
+
+
+def load_coding(path: Path = CODING_SET) -> CodingSet:
+    """The coding set, checked: every answering phrase is in one of its gold sessions."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContextDataError(f"cannot read {path}: {exc}") from None
+    sessions = list(raw["sessions"])
+    by_id = {s["id"]: s for s in sessions}
+    questions = []
+    for q in raw["questions"]:
+        gold = tuple(q["sessions"])
+        text = normalise(" ".join(_texts(by_id[s]) for s in gold if s in by_id))
+        missing = [a for a in q["answers"] if normalise(a) not in text]
+        if missing or any(s not in by_id for s in gold):
+            raise ContextDataError(f"{path.name} {q['id']}: answer not in its sessions: {missing}")
+        questions.append(
+            Question(
+                q["id"], q["project"], q["question"], tuple(q["answers"]), gold, q.get("type", "")
+            )
+        )
+    return CodingSet(raw.get("name", path.stem), sessions, questions)
+
+
+def _texts(session: dict[str, Any]) -> str:
+    return " ".join(str(v) for event in session["events"] for v in event.values())
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+# --- filling a store through the capture path ---------------------------------------------
+
+
+def observe_bodies(session: dict[str, Any]) -> list[dict[str, Any]]:
+    """The session's events as ``POST /v1/observe`` bodies (Claude Code's tools and hooks, as
+    its adapter sends them), at the host's times."""
+    started = _epoch(session["started"])
+    root = f"/home/dev/src/{session['project']}"
+    bodies = []
+    for number, event in enumerate(session["events"]):
+        body: dict[str, Any] = {
+            "eventId": f"{session['id']}:{number}",
+            "sessionId": session["id"],
+            "project": session["project"],
+            "host": HOST,
+            "timestamp": started + number * STEP_SECONDS,
+        }
+        body.update(_shape(event, root))
+        bodies.append(body)
+    bodies.append(
+        {
+            "eventId": f"{session['id']}:end",
+            "sessionId": session["id"],
+            "project": session["project"],
+            "host": HOST,
+            "hookType": "SessionEnd",
+            "eventKind": "session_end",
+            "toolOutput": {"message": "exit"},
+            "timestamp": started + len(session["events"]) * STEP_SECONDS,
+        }
+    )
+    return bodies
+
+
+def _shape(event: dict[str, Any], root: str) -> dict[str, Any]:
+    def path(rel: str) -> str:
+        return rel if rel.startswith("/") else f"{root}/{rel}"
+
+    tool = {"hookType": "PostToolUse", "eventKind": "tool_post"}
+    if "prompt" in event:
+        return {"hookType": "UserPromptSubmit", "eventKind": "prompt", "prompt": event["prompt"]}
+    if "response" in event:
+        return {
+            "hookType": "Stop",
+            "eventKind": "agent_response",
+            "toolOutput": {"message": event["response"]},
+        }
+    if "bash" in event:
+        return {
+            **tool,
+            "toolName": "Bash",
+            "toolInput": {"command": event["bash"]},
+            "toolOutput": {"stdout": event.get("out", ""), "stderr": "", "interrupted": False},
+        }
+    if "edit" in event:
+        file = path(event["edit"])
+        return {
+            **tool,
+            "toolName": "Edit",
+            "toolInput": {
+                "file_path": file,
+                "old_string": event.get("old", ""),
+                "new_string": event.get("new", ""),
+            },
+            "toolOutput": {"filePath": file},
+        }
+    if "write" in event:
+        file = path(event["write"])
+        return {
+            **tool,
+            "toolName": "Write",
+            "toolInput": {"file_path": file, "content": event.get("content", "")},
+            "toolOutput": {"type": "create", "filePath": file},
+        }
+    if "read" in event:
+        file = path(event["read"])
+        return {
+            **tool,
+            "toolName": "Read",
+            "toolInput": {"file_path": file},
+            "toolOutput": {"type": "text", "file": {"filePath": file, "content": event["out"]}},
+        }
+    if "grep" in event:
+        return {
+            **tool,
+            "toolName": "Grep",
+            "toolInput": {"pattern": event["grep"], "path": path(event.get("path", "."))},
+            "toolOutput": {"mode": "content", "content": event.get("out", "")},
+        }
+    raise ContextDataError(f"unknown event shape: {sorted(event)}")
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def fill(store: Any, settings: Any, sessions: Iterable[dict[str, Any]]) -> int:
+    """Store every session's events as capture would, end and summarise each session; returns
+    the number of observations stored."""
+    from engram import observations
+    from engram import sessions as sessions_mod
+    from engram.compress import compress
+    from engram.events import validate_event
+    from engram.privacy import scrub
+    from engram.summary import summarize_session
+
+    stored = 0
+    for session in sessions:
+        bodies = observe_bodies(session)
+        sessions_mod.start(
+            store,
+            session["id"],
+            session["project"],
+            host=HOST,
+            agent_id=None,
+            cwd=f"/home/dev/src/{session['project']}",
+            at=bodies[0]["timestamp"],
+        )
+        for body in bodies:
+            event = validate_event(
+                body, max_field_chars=settings.max_field_chars, received_at=body["timestamp"]
+            )
+            compressed = compress(scrub(event.to_payload()))  # type: ignore[arg-type]
+            with store.write() as conn:
+                stored += bool(observations.store(conn, store.keyword, event, compressed))
+        sessions_mod.end(store, session["id"], at=bodies[-1]["timestamp"])
+        summarize_session(store, session["id"])
+    return stored
+
+
+def build_indexes(store: Any, vectors: Any) -> None:
+    """Bring the graph and (when on) the vectors up to date with everything stored."""
+    from engram.drains import drain_graph, drain_vectors
+
+    drain_graph(store)
+    if vectors is not None and vectors.enabled:
+        while drain_vectors(store, vectors, batch=32, batches=50).more:
+            pass
+
+
+# --- scoring --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Cell:
+    """One (budget, with or without the question) column over every question."""
+
+    budget: int
+    with_query: bool
+    any_hits: int = 0
+    all_hits: int = 0
+    questions: int = 0
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    by_kind: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    misses: list[str] = dataclasses.field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        n = max(self.questions, 1)
+        return {
+            "budget": self.budget,
+            "query": "question" if self.with_query else "none",
+            "any": round(self.any_hits / n, 3),
+            "all": round(self.all_hits / n, 3),
+            "tokensMedian": statistics.median(self.tokens) if self.tokens else 0,
+            "fullMedian": round(statistics.median(self.tokens) / self.budget, 2)
+            if self.tokens
+            else 0.0,
+            "byType": {
+                kind: round(sum(hits) / len(hits), 3) for kind, hits in sorted(self.by_kind.items())
+            },
+            "p50Ms": round(statistics.median(self.seconds) * 1000, 1) if self.seconds else 0.0,
+            "questions": self.questions,
+        }
+
+
+def score(
+    store: Any,
+    vectors: Any,
+    settings: Any,
+    questions: Sequence[Question],
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    progress: Callable[[str], None] | None = None,
+) -> list[Cell]:
+    """Build each question's block at each budget, with and without the question."""
+    from engram import context
+    from engram.scope import Scope
+
+    cells = [Cell(b, q) for q in (True, False) for b in budgets]
+    for number, question in enumerate(questions, start=1):
+        wanted = [normalise(a) for a in question.answers]
+        for cell in cells:
+            started = time.perf_counter()
+            block = context.build(
+                store,
+                Scope(question.project),
+                query=question.text if cell.with_query else None,
+                session_id=f"bench-new-{question.question_id}",
+                budget_tokens=cell.budget,
+                vectors=vectors,
+                weights=dict(settings.search_weights),
+                rrf_k=settings.rrf_k,
+            )
+            cell.seconds.append(time.perf_counter() - started)
+            text = normalise(block["context"])
+            found = [a in text for a in wanted]
+            cell.questions += 1
+            cell.any_hits += any(found)
+            cell.all_hits += all(found)
+            cell.tokens.append(block["tokens"])
+            cell.by_kind.setdefault(question.kind, []).append(int(any(found)))
+            if not any(found):
+                cell.misses.append(question.question_id)
+        if progress and number % 10 == 0:
+            progress(f"  {number}/{len(questions)} questions")
+    return cells
+
+
+def run_coding(
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    embedder: str = "local",
+    progress: Callable[[str], None] | None = None,
+    path: Path = CODING_SET,
+) -> dict[str, Any]:
+    """The whole benchmark on the coding set, in a throwaway data dir."""
+    from engram.settings import load_settings
+    from engram.store import Store
+    from engram.vectors import Vectors
+
+    data = load_coding(path)
+    say = progress or (lambda _m: None)
+    with tempfile.TemporaryDirectory(prefix="engram-context-bench-") as tmp:
+        settings = load_settings(
+            environ={
+                "ENGRAM_DATA_DIR": f"{tmp}/data",
+                "ENGRAM_CONFIG_DIR": f"{tmp}/config",
+                "ENGRAM_EMBEDDER": embedder,
+                "ENGRAM_LOG_LEVEL": "WARNING",
+            }
+        )
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = Store.open(settings.database_url)
+        vectors = Vectors(settings, store) if embedder != "none" else None
+        try:
+            started = time.perf_counter()
+            stored = fill(store, settings, data.sessions)
+            build_indexes(store, vectors)
+            say(
+                f"stored {stored} observations of {len(data.sessions)} sessions and built the "
+                f"indexes in {time.perf_counter() - started:.1f}s"
+            )
+            cells = score(store, vectors, settings, data.questions, budgets, say)
+        finally:
+            store.close()
+    return {
+        "dataset": data.name,
+        "sessions": len(data.sessions),
+        "observations": stored,
+        "questions": len(data.questions),
+        "embedder": embedder,
+        "cells": [c.row() for c in cells],
+        "misses": {f"{c.budget}/{'q' if c.with_query else '-'}": c.misses for c in cells},
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    """A markdown table: rows = budget x query, columns = the scores."""
+    kinds = sorted({k for c in result["cells"] for k in c["byType"]})
+    head = ["budget", "query", "any", "all", "tokens (median)", "full", *kinds, "p50 ms"]
+    lines = [
+        f"# Context benchmark: {result['dataset']} ({result['sessions']} sessions, "
+        f"{result['observations']} observations, {result['questions']} questions; "
+        f"embedder {result['embedder']})",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for c in result["cells"]:
+        cells = [
+            str(c["budget"]),
+            c["query"],
+            f"{c['any']:.2f}",
+            f"{c['all']:.2f}",
+            f"{c['tokensMedian']:.0f}",
+            f"{c['fullMedian']:.2f}",
+            *(f"{c['byType'].get(k, 0):.2f}" for k in kinds),
+            f"{c['p50Ms']:.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "any / all: the share of questions whose block holds at least one / every answering "
+        "phrase; full: tokens used / budget; type columns: `any` per question type.",
+    ]
+    return "\n".join(lines)
