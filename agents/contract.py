@@ -11,8 +11,10 @@ An adapter is a module in ``engram.agents.adapters`` that defines:
 - ``normalise(hook, payload) -> HookEvent``: the host's stdin JSON as one event, raising
   ``BadPayload`` with a clear message when the payload cannot be used;
 - ``respond(event, context) -> str``: what the host expects on stdout (``context`` is the
-  session-start block, or None when there is none or the gateway did not answer); ``""`` prints
-  nothing.
+  session-start block, or for a prompt what the gateway adds for it, or None when there is none
+  or the gateway did not answer); ``""`` prints nothing;
+- ``PROMPT_CONTEXT`` (optional, default False): True where the host takes context from a prompt
+  hook; the hook then asks the gateway for context for each prompt.
 
 ``engram.agents.registry`` maps host names to these modules and imports only the one a hook needs.
 """

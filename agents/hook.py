@@ -107,7 +107,10 @@ def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
     _complete(event, settings, started)
     if not _captured(event, settings):
         return _respond(adapter, event, None)
-    context = deliver(event, settings, clock + settings.hook_timeout_seconds, started)
+    deadline = clock + settings.hook_timeout_seconds
+    context = deliver(event, settings, deadline, started)
+    if event.kind == "prompt" and getattr(adapter, "PROMPT_CONTEXT", False):
+        context = prompt_context(event, settings, deadline)
     return _respond(adapter, event, context)
 
 
@@ -253,6 +256,34 @@ def deliver(event: HookEvent, settings: Settings, deadline: float, started: floa
     if waiting:  # the gateway answers again: send what waited (a session start got here)
         _drain_in_background()
     return context
+
+
+def prompt_context(event: HookEvent, settings: Settings, deadline: float) -> str | None:
+    """What the gateway adds for this prompt (``POST /v1/context`` with ``forPrompt``), or None:
+    nothing cleared its relevance bar, it is off (ENGRAM_PROMPT_CONTEXT_TOKENS=0), or the
+    gateway did not answer in time. A read: never spooled, never retried."""
+    from engram.wire import Unreachable
+
+    if not event.prompt or not settings.prompt_context_tokens:
+        return None
+    body = {
+        "project": event.project,
+        "sessionId": event.session_id,
+        "query": event.prompt[:PROMPT_QUERY_CHARS],
+        "forPrompt": True,
+    }
+    try:
+        status, answer = gateway_for(settings).send("POST", "/v1/context", body, deadline)
+    except (Unreachable, ValueError):
+        return None
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    context = answer.get("context")
+    return context if isinstance(context, str) and context else None
+
+
+PROMPT_QUERY_CHARS = 2000
+"""The prompt's head is the query: a pasted log past it adds nothing search needs."""
 
 
 def _spool_waiting(settings: Settings) -> bool:

@@ -171,6 +171,12 @@ ROUTES: tuple[Route, ...] = (
             Field("query", "string"),
             _id("sessionId"),
             Field("budgetTokens", "integer", minimum=1, maximum=100_000),
+            Field(
+                "forPrompt",
+                "boolean",
+                description="a prompt hook asks: only what clears the relevance bar, from other "
+                "sessions, each item once per session; needs query and sessionId",
+            ),
         ),
     ),
     Route(

@@ -30,10 +30,11 @@ from engram import memories, observations, search, sessions
 from engram.analysis import STOP_WORDS, stem, words
 from engram.compress import one_line
 from engram.observations import scoped
+from engram.schema import context_injections
 from engram.schema import observations as observations_table
 from engram.schema import sessions as sessions_table
 from engram.scope import Scope
-from engram.store import Store, iso, loads
+from engram.store import Store, insert_ignore, iso, loads, now
 
 if TYPE_CHECKING:
     from engram.vectors import Vectors
@@ -174,6 +175,114 @@ def build(
     return _fit(head, sections, budget_tokens, prof)
 
 
+def for_prompt(
+    store: Store,
+    scope: Scope,
+    prompt: str,
+    session_id: str,
+    *,
+    budget_tokens: int,
+    vectors: Vectors | None = None,
+    weights: Mapping[str, float] | None = None,
+    rrf_k: int = search.RRF_K,
+) -> dict[str, Any]:
+    """What a prompt hook adds to the agent's context for this prompt: only what clears the
+    relevance bar (two search streams agree on it, ``_relevant``), never from the session the
+    prompt belongs to (the agent has that in front of it), and never what this session was given
+    before (``context_injections``); the memories, then the best hits' sessions in depth, then
+    the other hits, within ``budget_tokens``. An empty block when nothing clears the bar."""
+    hits = [
+        h
+        for h in search.search(
+            store,
+            prompt,
+            scope,
+            limit=RELEVANT_HITS,
+            mode="hybrid",
+            kinds=("memory", "observation", "summary"),
+            per_session=RELEVANT_PER_SESSION,
+            vectors=vectors,
+            weights=weights,
+            rrf_k=rrf_k,
+        )["items"]
+        if h.get("sessionId") != session_id
+    ]
+    specific = _terms(prompt) - GENERIC_TERMS
+    hits = [h for h in hits if _relevant(h, specific)]
+    with store.read() as conn:
+        given = frozenset(
+            conn.execute(
+                select(context_injections.c.item_id).where(
+                    context_injections.c.session_id == session_id
+                )
+            ).scalars()
+        )
+    terms = _terms(prompt)
+    sections: list[tuple[str, list[Item]]] = []
+    mems = [
+        Item(f"- {h['text']} ({h['id']})")
+        for h in hits
+        if h["kind"] == "memory" and h["id"] not in given
+    ]
+    if mems:
+        sections.append(("## Memories", mems))
+    found = [h for h in hits if h["kind"] != "memory" and h["id"] not in given]
+    top = list(dict.fromkeys(h["sessionId"] for h in found if h.get("sessionId")))[:TOP_SESSIONS]
+    relevant = _sessions_in_depth(store, top, found, terms, budget_tokens * 4, exclude=given)
+    relevant += _expand([h for h in found if h.get("sessionId") not in top], terms, 400, None)
+    if relevant:
+        sections.append(("## Relevant", relevant))
+    head = f"# Engram memory for this prompt: {scope.project}"
+    block = _fit(head, sections, budget_tokens, {})
+    cited = sorted(set(_CITED.findall(block["context"])))
+    block["cited"] = cited
+    block.pop("profile", None)
+    if cited:
+        with store.write() as conn:
+            for item_id in cited:
+                insert_ignore(
+                    conn,
+                    context_injections,
+                    {"session_id": session_id, "item_id": item_id, "injected_at": now()},
+                )
+    return block
+
+
+RELEVANT_RANK = 10
+"""A hit clears the per-prompt relevance bar when at least two streams rank it this high."""
+_CITED = re.compile(r"\b((?:obs|mem|sum)_[0-9A-Za-z_.:-]{4,60})\)")
+
+
+def _relevant(hit: dict[str, Any], specific: set[str]) -> bool:
+    """The per-prompt bar: two streams rank the hit in their top ``RELEVANT_RANK``, and it
+    shares with the prompt two of its specific words (not ``GENERIC_TERMS``), or one that names
+    something (an identifier, a path, a number: ``getUser``, ``db.go``, ``LED-190``). In a small
+    project every document is in every stream's top 10, so agreement alone let "thanks, looks
+    good" pull 300-500 tokens (19 of 30 unrelated prompts on the coding set)."""
+    ranks = hit.get("ranks") or {}
+    if sum(1 for r in ranks.values() if r <= RELEVANT_RANK) < 2:
+        return False
+    shared = specific & _terms(f"{hit.get('title') or ''}\n{hit.get('text') or ''}")
+    return len(shared) >= 2 or any(_names_something(term) for term in shared)
+
+
+def _names_something(term: str) -> bool:
+    """A ticket number (``190`` of LED-190), a mixed identifier (``s3``, ``utf8``): not a
+    bare ``2``."""
+    return (term.isdigit() and len(term) >= 3) or (not term.isalpha() and not term.isdigit())
+
+
+_GENERIC_WORDS = (
+    "add run test tests fix error code file files use make change update new look looks "
+    "good thanks thank ok okay continue please check try again now work works working "
+    "write read show help want need let sure yes done next step start go also just like "
+    "get set put can could would should will one two first last thing things way "
+    "py js ts tsx jsx go rs md json yaml yml toml txt sql sh html css"
+)
+GENERIC_TERMS = frozenset(stem(w) for w in _GENERIC_WORDS.split())
+"""Words of almost every coding prompt: sharing them with a document says nothing."""
+
+
 RELEVANT_HITS = 24
 """Observations and summaries searched for a query; the budget decides how many are shown."""
 RELEVANT_PER_SESSION = 8
@@ -222,8 +331,9 @@ def _sessions_in_depth(
     hits: list[dict[str, Any]],
     terms: set[str],
     budget_chars: int,
+    exclude: frozenset[str] = frozenset(),
 ) -> list[Item]:
-    """One item per session: what it asked, then its observations that speak to the query —
+    """One item per session (its observations in ``exclude`` left out): what it asked, then its observations that speak to the query —
     the agent's answers first (what changed, why, what is left), then search's hits in rank
     order, then any other observation holding query terms — each with the lines that answer,
     read from everything the observation holds (the prompt, the edit, the output)."""
@@ -246,6 +356,8 @@ def _sessions_in_depth(
         limit = int(budget_chars * share)
         scored = []
         for obs in rows[sid]:
+            if obs.id in exclude:
+                continue
             content = _content(obs)
             hits_here = len(terms & _terms(content))
             answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
@@ -269,6 +381,8 @@ def _sessions_in_depth(
             body += [f"    {line}" for line in lines]
             used += len(title) + sum(len(line) + 5 for line in lines) + 20
         outcome = (summary or {}).get("outcome")
+        if not body and exclude:
+            continue  # everything it had to say was given already
         if outcome:
             body.append(f"  - Outcome: {outcome}")
         head = f"- Session {sid} ({when[:10]}): {request or 'no prompt recorded'}"

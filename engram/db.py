@@ -191,6 +191,11 @@ def _load_indexes(conn: Connection) -> None:
         next(i for i in table.indexes if i.name == name).create(conn, checkfirst=True)
 
 
+def _context_injections(conn: Connection) -> None:
+    """Per-prompt context: what each session was already given."""
+    schema.context_injections.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -203,6 +208,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (7, "memory-file sync ledger and memory provenance", _import_ledger),
     (8, "indexes for load: inbox by session, documents by kind and time", _load_indexes),
     (9, "memory-file sync: each fact's position in its file", _ledger_positions),
+    (10, "per-prompt context: items each session was given", _context_injections),
 )
 
 

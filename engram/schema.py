@@ -114,6 +114,16 @@ import_ledger = Table(
     Index("ix_import_ledger_memory", "memory_id"),
 )
 
+# What the per-prompt context (POST /v1/context with forPrompt) already gave a session: each
+# item (an observation, a memory) is injected into one session once.
+context_injections = Table(
+    "context_injections",
+    metadata,
+    Column("session_id", String(ID), primary_key=True),
+    Column("item_id", String(64), primary_key=True),
+    Column("injected_at", Float, nullable=False),
+)
+
 # The capture inbox is the delivery guarantee: an accepted event lives here until a worker has
 # stored it (row deleted) or given up on it (state "dead"). The broker only dispatches.
 capture_inbox = Table(

@@ -277,6 +277,15 @@ SETTINGS: tuple[Spec, ...] = (
         "Default token budget of the session-start context block.",
     ),
     Spec(
+        "ENGRAM_PROMPT_CONTEXT_TOKENS",
+        "prompt_context_tokens",
+        _non_negative_int,
+        600,
+        "Token budget of what a prompt hook adds for each prompt (hosts that take context at a "
+        "prompt: Claude Code, Gemini CLI, Codex, Kimi): only items two search streams agree on, "
+        "from other sessions, each once per session. 0 turns it off.",
+    ),
+    Spec(
         "ENGRAM_MEMORY_BUDGET_MB",
         "memory_budget_mb",
         _positive_int,
@@ -491,6 +500,7 @@ class Settings:
     max_body_bytes: int
     max_import_bytes: int
     context_budget_tokens: int
+    prompt_context_tokens: int
     memory_budget_mb: int
     log_level: str
     embedder: str

@@ -672,11 +672,37 @@ ANSWERS = {  # host -> hook -> what it prints on a normal event (every other hoo
 }
 
 
+PROMPT_ANSWERS = {  # host -> how its prompt hook adds context (the others cannot)
+    "claude-code": ("hookSpecificOutput", "UserPromptSubmit"),
+    "codex": ("hookSpecificOutput", "UserPromptSubmit"),
+    "gemini-cli": ("hookSpecificOutput", "BeforeAgent"),
+    "kimi": ("stdout", None),
+}
+
+
+@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+def test_a_prompt_hook_adds_context_where_the_host_takes_it(host: str) -> None:
+    adapter = registry.load(host)
+    assert bool(getattr(adapter, "PROMPT_CONTEXT", False)) == (host in PROMPT_ANSWERS)
+    for hook, kind in adapter.EVENTS.items():
+        if kind != "prompt" or host not in PROMPT_ANSWERS:
+            continue
+        event = HookEvent(host, hook, kind, session_id="s1")
+        assert adapter.respond(event, None) == ""  # nothing cleared the bar: nothing printed
+        printed = adapter.respond(event, CTX)
+        shape, name = PROMPT_ANSWERS[host]
+        if shape == "stdout":
+            assert printed == CTX
+        else:
+            out = json.loads(printed)["hookSpecificOutput"]
+            assert out == {"hookEventName": name, "additionalContext": CTX}
+
+
 @pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
 def test_other_events_get_what_the_host_expects(host: str) -> None:
     adapter = registry.load(host)
     for hook, kind in adapter.EVENTS.items():
-        if kind == "session_start":
+        if kind == "session_start" or (kind == "prompt" and host in PROMPT_ANSWERS):
             continue
         event = HookEvent(host, hook, kind, session_id="s1")
         want = ANSWERS.get(host, {}).get(hook, "")

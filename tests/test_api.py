@@ -860,9 +860,7 @@ def test_a_session_is_dated_by_the_hosts_clock_not_by_when_it_was_processed(
         "/v1/sessions", {"sessionId": "dated-1", "project": project, "timestamp": started}
     )
     assert status == 201
-    status, answer = api.post(
-        "/v1/sessions/dated-1/end", {"project": project, "timestamp": ended}
-    )
+    status, answer = api.post("/v1/sessions/dated-1/end", {"project": project, "timestamp": ended})
     assert status == 200
     assert answer["session"]["startedAt"].startswith("2026-03-02T09:14:00")
     assert answer["session"]["endedAt"].startswith("2026-03-02T10:02:30")

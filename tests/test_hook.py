@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -144,6 +145,62 @@ def test_every_claude_code_event_is_stored_once_and_session_start_gets_context(
     assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     context = answer["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("# Engram memory: acme-api") and "pytest" in context
+
+
+def test_a_prompt_gets_what_earlier_sessions_know_about_it_once(cluster: Cluster) -> None:
+    """UserPromptSubmit: the hook adds what other sessions hold about the prompt (Claude Code's
+    additionalContext), nothing from the session itself, and an item only once per session."""
+    cluster.serve()
+    earlier = "earlier-session"
+    prompt = fixture("claude-code-UserPromptSubmit") | {
+        "session_id": earlier,
+        "prompt": "The invoice exporter leaks connections in src/billing/export_rows.py; "
+        "fix ListInvoiceRows so the pool stops draining",
+    }
+    edit = fixture("claude-code-PostToolUse-Edit") | {
+        "session_id": earlier,
+        "tool_use_id": "toolu_leak",
+        "tool_input": {
+            "file_path": "/home/dev/src/acme-api/src/billing/export_rows.py",
+            "old_string": "rows = conn.execute(query)",
+            "new_string": "rows = conn.execute(query)\n    defer_close(rows)  # ListInvoiceRows leaked",
+        },
+    }
+    stop = fixture("claude-code-Stop") | {
+        "session_id": earlier,
+        "last_assistant_message": "ListInvoiceRows in src/billing/export_rows.py never closed its "
+        "rows, so every export leaked a pool connection; it now closes them.",
+    }
+    for name, payload in (("UserPromptSubmit", prompt), ("PostToolUse", edit), ("Stop", stop)):
+        assert hook(cluster.env, "claude-code", name, payload).stdout == ""  # nothing known yet
+    end = fixture("claude-code-SessionEnd") | {"session_id": earlier}
+    hook(cluster.env, "claude-code", "SessionEnd", end)
+    wait_for(lambda: cluster.request("GET", f"/v1/sessions/{earlier}")[1].get("summary"), 20)
+    wait_for(lambda: settled(cluster))
+
+    later = fixture("claude-code-UserPromptSubmit") | {
+        "session_id": "later-session",
+        "prompt": "Exports are slow again and the pool drains: what did we change in "
+        "ListInvoiceRows (src/billing/export_rows.py) last time?",
+    }
+    result = hook(cluster.env, "claude-code", "UserPromptSubmit", later)
+    assert result.returncode == 0 and result.stderr == ""
+    answer = json.loads(result.stdout)["hookSpecificOutput"]
+    assert answer["hookEventName"] == "UserPromptSubmit"
+    assert "never closed its rows" in answer["additionalContext"]
+    assert re.search(r"\(obs_[0-9a-f]{24}\)", answer["additionalContext"])
+    # the same prompt again in the same session: it was given already
+    assert hook(cluster.env, "claude-code", "UserPromptSubmit", later).stdout == ""
+    # the earlier session's own prompt gets nothing from itself
+    again = prompt | {"prompt": prompt["prompt"] + " (again)"}
+    assert (
+        "never closed its rows"
+        not in hook(cluster.env, "claude-code", "UserPromptSubmit", again).stdout
+    )
+    # off by setting: no request, nothing printed
+    off = dict(cluster.env, ENGRAM_PROMPT_CONTEXT_TOKENS="0")
+    fresh = later | {"session_id": "third-session"}
+    assert hook(off, "claude-code", "UserPromptSubmit", fresh).stdout == ""
 
 
 def test_gateway_down_spools_then_drain_stores_each_event_exactly_once(cluster: Cluster) -> None:

@@ -62,9 +62,13 @@ def normalise(
     )
 
 
+PROMPT_CONTEXT = True
+"""UserPromptSubmit takes ``additionalContext``: the hook asks for context for each prompt."""
+
+
 def respond(event: HookEvent, context: str | None) -> str:
-    if event.kind != "session_start" or not context:
+    """SessionStart and UserPromptSubmit add ``additionalContext`` to the session."""
+    if event.kind not in ("session_start", "prompt") or not context:
         return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
-    )
+    name = "SessionStart" if event.kind == "session_start" else "UserPromptSubmit"
+    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}})

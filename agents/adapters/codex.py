@@ -37,5 +37,9 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     return event
 
 
+PROMPT_CONTEXT = True
+"""Codex's UserPromptSubmit takes ``additionalContext`` as Claude Code's does."""
+
+
 def respond(event: HookEvent, context: str | None) -> str:
     return claude_code.respond(event, context)

@@ -68,9 +68,12 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     )
 
 
+PROMPT_CONTEXT = True
+"""BeforeAgent (after the prompt, before planning) takes ``additionalContext``."""
+
+
 def respond(event: HookEvent, context: str | None) -> str:
-    if event.kind != "session_start" or not context:
+    if event.kind not in ("session_start", "prompt") or not context:
         return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
-    )
+    name = "SessionStart" if event.kind == "session_start" else "BeforeAgent"
+    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}})

@@ -61,7 +61,11 @@ def normalise(hook: str, payload: Any) -> HookEvent:
     )
 
 
+PROMPT_CONTEXT = True
+"""Kimi adds a UserPromptSubmit hook's stdout to the prompt's context, as at SessionStart."""
+
+
 def respond(event: HookEvent, context: str | None) -> str:
-    if event.kind != "session_start" or not context:
+    if event.kind not in ("session_start", "prompt") or not context:
         return ""
     return context

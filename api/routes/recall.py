@@ -70,6 +70,8 @@ def context_() -> Any:
     if query is not None and not isinstance(query, str):
         raise ApiError(422, "query must be a string", details={"fields": {"query": "a string"}})
     session_id = body.get("sessionId") if isinstance(body.get("sessionId"), str) else None
+    if body.get("forPrompt"):
+        return jsonify(_for_prompt(scope, query, session_id, body.get("budgetTokens")))
     return jsonify(
         context.build(
             store(),
@@ -81,4 +83,37 @@ def context_() -> Any:
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
         )
+    )
+
+
+def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> dict[str, Any]:
+    """A prompt hook's request: the prompt is the query, the session is the one it belongs to."""
+    missing = {
+        name: "required with forPrompt"
+        for name, value in (("query", query), ("sessionId", session_id))
+        if not value
+    }
+    if missing:
+        raise ApiError(
+            422, "forPrompt needs the prompt and its session", details={"fields": missing}
+        )
+    tokens = settings().prompt_context_tokens if budget is None else budget
+    if not tokens:  # ENGRAM_PROMPT_CONTEXT_TOKENS=0: per-prompt context is off
+        return {
+            "context": "",
+            "tokens": 0,
+            "budgetTokens": 0,
+            "items": 0,
+            "omitted": 0,
+            "cited": [],
+        }
+    return context.for_prompt(
+        store(),
+        scope,
+        query,
+        session_id,  # type: ignore[arg-type]
+        budget_tokens=tokens,
+        vectors=vectors(),
+        weights=dict(settings().search_weights),
+        rrf_k=settings().rrf_k,
     )

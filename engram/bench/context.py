@@ -236,6 +236,8 @@ class Cell:
 
     budget: int
     with_query: bool
+    prompt_hook: bool = False
+    """Built as a prompt hook asks (``context.for_prompt``): relevance bar, once per session."""
     any_hits: int = 0
     all_hits: int = 0
     questions: int = 0
@@ -248,7 +250,11 @@ class Cell:
         n = max(self.questions, 1)
         return {
             "budget": self.budget,
-            "query": "question" if self.with_query else "none",
+            "query": "prompt hook"
+            if self.prompt_hook
+            else "question"
+            if self.with_query
+            else "none",
             "any": round(self.any_hits / n, 3),
             "all": round(self.all_hits / n, 3),
             "tokensMedian": statistics.median(self.tokens) if self.tokens else 0,
@@ -276,20 +282,34 @@ def score(
     from engram.scope import Scope
 
     cells = [Cell(b, q) for q in (True, False) for b in budgets]
+    if settings.prompt_context_tokens:
+        cells.append(Cell(settings.prompt_context_tokens, True, prompt_hook=True))
     for number, question in enumerate(questions, start=1):
         wanted = [normalise(a) for a in question.answers]
         for cell in cells:
             started = time.perf_counter()
-            block = context.build(
-                store,
-                Scope(question.project),
-                query=question.text if cell.with_query else None,
-                session_id=f"bench-new-{question.question_id}",
-                budget_tokens=cell.budget,
-                vectors=vectors,
-                weights=dict(settings.search_weights),
-                rrf_k=settings.rrf_k,
-            )
+            if cell.prompt_hook:  # a new session per question: nothing was given to it before
+                block = context.for_prompt(
+                    store,
+                    Scope(question.project),
+                    question.text,
+                    f"bench-prompt-{question.question_id}",
+                    budget_tokens=cell.budget,
+                    vectors=vectors,
+                    weights=dict(settings.search_weights),
+                    rrf_k=settings.rrf_k,
+                )
+            else:
+                block = context.build(
+                    store,
+                    Scope(question.project),
+                    query=question.text if cell.with_query else None,
+                    session_id=f"bench-new-{question.question_id}",
+                    budget_tokens=cell.budget,
+                    vectors=vectors,
+                    weights=dict(settings.search_weights),
+                    rrf_k=settings.rrf_k,
+                )
             cell.seconds.append(time.perf_counter() - started)
             text = normalise(block["context"])
             found = [a in text for a in wanted]
@@ -348,7 +368,10 @@ def run_coding(
         "questions": len(data.questions),
         "embedder": embedder,
         "cells": [c.row() for c in cells],
-        "misses": {f"{c.budget}/{'q' if c.with_query else '-'}": c.misses for c in cells},
+        "misses": {
+            f"{c.budget}/{'p' if c.prompt_hook else 'q' if c.with_query else '-'}": c.misses
+            for c in cells
+        },
     }
 
 
