@@ -383,7 +383,8 @@ def _sessions_in_depth(
         outcome = (summary or {}).get("outcome")
         if not body and exclude:
             continue  # everything it had to say was given already
-        if outcome:
+        shown = " ".join(" ".join(body).split())
+        if outcome and " ".join(outcome.split())[:60] not in shown:  # not the answer again
             body.append(f"  - Outcome: {outcome}")
         head = f"- Session {sid} ({when[:10]}): {request or 'no prompt recorded'}"
         items.append(Item(head, body))
@@ -482,10 +483,10 @@ def excerpt(text: str, terms: set[str], limit: int, skip: str = "") -> list[str]
     because, instead, fixed, ...); lines that score nothing come only after those that do. A
     line equal to ``skip`` (the title, shown already) is left out; long lines are split into
     sentences first."""
-    seen = {" ".join(skip.split())}
+    seen = {" ".join(skip.split()).removeprefix("$ ")}
     lines = []
     for line in _units(text):
-        key = " ".join(line.split())
+        key = " ".join(line.split()).removeprefix("$ ")  # a command and its echo are one line
         if key and key not in seen:  # compressed text and raw output repeat each other
             seen.add(key)
             lines.append(line)

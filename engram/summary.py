@@ -90,14 +90,14 @@ def summarize(observations: Sequence[Mapping[str, Any]]) -> SessionSummary:
     for i, record in enumerate(records):
         last_seen.update(dict.fromkeys(_strings(record.get("errors")), i))
     errors = list(last_seen)[-MAX_ERRORS:]
-    # A clean test run after the last failure clears the failures of every test run and build
-    # before it (the code it tested compiled and passed); a failed lint or deploy stays open.
-    passing = _passing_at_end(records)
+    # A clean test run or build after the last failure clears the failures of every test run
+    # and build before it (the code compiled and passed); a failed lint or deploy stays open.
+    clean = _clean_at_end(records)
     unresolved = [
         e
         for e in errors
         if not _resolved(records, last_seen[e])
-        and not (passing and _tested_or_built(records[last_seen[e]]))
+        and not (clean and _tested_or_built(records[last_seen[e]]))
     ]
     return SessionSummary(
         request=_request(records),
@@ -185,6 +185,15 @@ def _test_runs(records: list[Mapping[str, Any]]) -> list[int]:
         for i, r in enumerate(records)
         if _ran(r) and any("test" in command_concepts(c) for c in _strings(r.get("commands")))
     ]
+
+
+def _clean_at_end(records: list[Mapping[str, Any]]) -> bool:
+    """The session's last test run or build succeeded, and nothing failed after it: the
+    failures of the runs and builds before it are fixed (`tsc` failing, then `npm run build`
+    passing)."""
+    runs = [i for i, r in enumerate(records) if _ran(r) and _tested_or_built(r)]
+    last_error = max((i for i, r in enumerate(records) if _failed(r)), default=-1)
+    return bool(runs) and not _failed(records[runs[-1]]) and runs[-1] > last_error
 
 
 def _passing_at_end(records: list[Mapping[str, Any]]) -> bool:

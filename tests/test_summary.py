@@ -275,3 +275,14 @@ def test_odd_records_do_not_raise() -> None:
     assert summary.files_changed == ("x.py",)
     assert summary.observation_count == len(odd)
     assert_no_empty_sections(summary.to_text())
+
+
+def test_a_final_clean_build_resolves_an_earlier_type_error() -> None:
+    summary = summarize(
+        [
+            bash("npx tsc --noEmit", "src/lib/images.ts:5:32 - error TS2339: no API_BASE_URL", 2),
+            bash("npm run build", "vite v5.4.14 building for production...\n✓ built in 2.1s", 0),
+        ]
+    )
+    assert summary.errors and summary.unresolved_errors == ()
+    assert "unresolved" not in summary.to_text()

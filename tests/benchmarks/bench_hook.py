@@ -5,7 +5,9 @@
 
 Starts a real `engram serve` (embedded) in a temporary dir, then times, each as fresh processes:
 the baseline, a PostToolUse hook (gateway up), a SessionStart hook (gateway up, answers the
-context block) and a PostToolUse hook with the gateway stopped (the event is spooled). Prints
+context block), a UserPromptSubmit hook that asks for the prompt's context (the store holds
+Engram's coding set, 24 sessions, with the local embedder on; the prompts are its questions) and
+a PostToolUse hook with the gateway stopped (the event is spooled). Prints
 p50/p95 in ms and the ratio to the baseline (aim: under 3x). Bytecode is compiled first, as an
 installed package has it.
 """
@@ -47,6 +49,53 @@ def timed(
     return times
 
 
+def fill(cluster: Cluster) -> None:
+    """The coding set's sessions through the gateway (observe, end), then wait until every
+    event is stored, summarised and embedded."""
+    from engram.bench.context import load_coding, observe_bodies
+
+    for session in load_coding().sessions:
+        bodies = observe_bodies(session)
+        for body in bodies:
+            assert cluster.request("POST", "/v1/observe", body)[0] in (200, 201)
+        end = {"project": session["project"], "timestamp": bodies[-1]["timestamp"]}
+        cluster.request("POST", f"/v1/sessions/{session['id']}/end", end)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = cluster.request("GET", "/v1/status")[1]
+        derived = status.get("derived", {})
+        waiting = status.get("inbox", {}).get("waiting", 1) + sum(
+            (v or {}).get("pending", 0) for v in derived.values() if isinstance(v, dict)
+        )
+        if not waiting:
+            return
+        time.sleep(1)
+    raise SystemExit("the coding set was not stored and indexed within 5 minutes")
+
+
+def prompt_runs(hook: list[str], env: dict[str, str], runs: int) -> tuple[list[float], int]:
+    """UserPromptSubmit with the coding set's ledger-api questions as prompts, one session per
+    run; returns the wall times and how many printed context."""
+    from engram.bench.context import load_coding
+
+    questions = [q.text for q in load_coding().questions if q.project == "ledger-api"]
+    payload = json.loads((FIXTURES / "claude-code-UserPromptSubmit.json").read_text())
+    times, given = [], 0
+    for n in range(runs):
+        data = dict(payload, session_id=f"bench-prompt-{n}", prompt=questions[n % len(questions)])
+        start = time.perf_counter()
+        done = subprocess.run(
+            hook + ["UserPromptSubmit"],
+            input=json.dumps(data).encode(),
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        times.append((time.perf_counter() - start) * 1000)
+        given += bool(done.stdout.strip())
+    return times, given
+
+
 def row(name: str, times: list[float], baseline: float | None) -> str:
     ordered = sorted(times)
     p50 = statistics.median(ordered)
@@ -67,15 +116,17 @@ def main() -> int:
     start = (FIXTURES / "claude-code-SessionStart.json").read_bytes()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = Cluster(Path(tmp), ENGRAM_PROJECT="bench")
+        cluster = Cluster(Path(tmp), ENGRAM_PROJECT="ledger-api", ENGRAM_EMBEDDER="local")
         env = cluster.env
         try:
             cluster.serve()
+            fill(cluster)
             hook = [ENGRAM, "hook", "claude-code"]
             timed(hook + ["PostToolUse"], post, env, 5, vary=True)  # warm the server
             base = timed([sys.executable, "-c", "pass"], None, env, args.runs)
             up = timed(hook + ["PostToolUse"], post, env, args.runs, vary=True)
             session = timed(hook + ["SessionStart"], start, env, args.runs)
+            prompts, given = prompt_runs(hook, env, args.runs)
         finally:
             cluster.stop_all()
         down = timed(hook + ["PostToolUse"], post, env, args.runs, vary=True)
@@ -87,6 +138,10 @@ def main() -> int:
     print(row("python -c pass (baseline)", base, None))
     print(row("hook PostToolUse, gateway up", up, baseline))
     print(row("hook SessionStart (context)", session, baseline))
+    print(
+        row("hook UserPromptSubmit (its context)", prompts, baseline)
+        + f"   context added to {given} of {len(prompts)}"
+    )
     print(row("hook PostToolUse, gateway down", down, baseline))
     return 0
 
