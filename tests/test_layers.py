@@ -231,13 +231,18 @@ if __name__ == "__main__":
     print(picture())
 
 
+CLIENTS = ("bench",)
+"""Core packages that play a client: ``engram bench`` sends observe bodies in a host's shape
+(Claude Code's hook names), as that host's adapter would."""
+
+
 def _core_strings() -> dict[str, set[str]]:
     """Every string constant of each core module, as ``hook_key`` spells names."""
     from engram.compress import hook_key
 
     found: dict[str, set[str]] = {}
     for name, path in source_files().items():
-        if name.split(".")[1:2] and name.split(".")[1] in DOORS:
+        if name.split(".")[1:2] and name.split(".")[1] in DOORS + CLIENTS:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found[name] = {

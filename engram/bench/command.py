@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
-from engram.bench.options import CONTEXT_DATASETS
+from engram.bench.options import CONTEXT_DATASETS, CONTEXT_ONLY
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
 from engram.embedders.base import EmbedderError
@@ -37,7 +37,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.context or args.dataset in CONTEXT_DATASETS:
+    if args.context or args.dataset in CONTEXT_ONLY:
         return _context(args)
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
     unknown = [n for n in names if n not in RETRIEVERS]
@@ -121,12 +121,11 @@ def _context(args: argparse.Namespace) -> int:
     from engram.bench import context
 
     if args.dataset not in CONTEXT_DATASETS:
-        return _fail(
-            f"--context runs on {', '.join(CONTEXT_DATASETS)} (not yet on {args.dataset}); "
-            "without --context, coding-context has no retrieval gold"
-        )
+        return _fail(f"--context runs on {', '.join(CONTEXT_DATASETS)}, not {args.dataset}")
     if not args.context:
         return _fail(f"{args.dataset} is a context benchmark: add --context")
+    if args.limit is not None and args.limit < 1:
+        return _fail("--limit must be at least 1")
     try:
         budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     except ValueError:
@@ -134,8 +133,17 @@ def _context(args: argparse.Namespace) -> int:
     if not budgets or any(b < 50 for b in budgets):
         return _fail("--budgets: at least one budget, each at least 50 tokens")
     _progress(f"context benchmark on {args.dataset}, budgets {budgets} ...")
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     try:
-        result = context.run_coding(budgets, args.context_embedder, _progress)
+        data = None
+        if args.dataset == "longmemeval-s":
+            path = data_dir / "longmemeval" / "longmemeval_s_cleaned_498.json.gz"
+            data = context.load_longmemeval(path, args.limit if args.limit else 30)
+        elif args.dataset == "locomo":
+            data = context.load_locomo(data_dir / "locomo" / "locomo10.json", args.limit or 200)
+        result = context.run_coding(budgets, args.context_embedder, _progress, data=data)
+    except OSError as exc:
+        return _fail(f"cannot read {args.dataset} from {data_dir}: {exc}", EXIT_FAILURE)
     except (context.ContextDataError, EmbedderError) as exc:
         return _fail(str(exc), EXIT_FAILURE)
     print(context.render(result))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -43,6 +44,10 @@ class Question:
     answers: tuple[str, ...]
     sessions: tuple[str, ...]
     kind: str
+    turns: bool = False
+    """``answers`` are evidence turns (LongMemEval, LoCoMo): one counts as in the block when one
+    of its sentences of five words or more is (the block holds excerpts, sentence by sentence),
+    or the whole turn when it is shorter. Otherwise they are phrases, found verbatim."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,7 +317,7 @@ def score(
                 )
             cell.seconds.append(time.perf_counter() - started)
             text = normalise(block["context"])
-            found = [a in text for a in wanted]
+            found = [_present(a, text, question.turns) for a in wanted]
             cell.questions += 1
             cell.any_hits += any(found)
             cell.all_hits += all(found)
@@ -325,18 +330,150 @@ def score(
     return cells
 
 
+def _present(answer: str, block: str, turn: bool) -> bool:
+    if not turn:
+        return answer in block
+    sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", answer) if x.strip()]
+    long = [x for x in sentences if len(x.split()) >= 5]
+    return any(x in block for x in long) if long else answer in block
+
+
+# --- the public sets, as sessions ------------------------------------------------------------
+
+
+def _lme_date(stamp: str) -> str:
+    """LongMemEval's "2023/05/20 (Sat) 07:47" as ISO 8601 UTC."""
+    day, _, rest = stamp.partition(" (")
+    clock = rest.partition(") ")[2] or "00:00"
+    return f"{day.replace('/', '-')}T{clock}:00Z"
+
+
+def load_longmemeval(path: Path, limit: int | None) -> CodingSet:
+    """Each question's haystack as one project of sessions (user turns as prompts, assistant
+    turns as the agent's answers, at the haystack's dates); evidence = the turns that hold the
+    answer (``has_answer``). Abstention questions (no evidence) are skipped."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        items = json.load(handle)
+    sessions: list[dict[str, Any]] = []
+    questions: list[Question] = []
+    for item in items:
+        if limit is not None and len(questions) >= limit:
+            break
+        qid = item["question_id"]
+        evidence, gold = [], []
+        project = f"lme-{qid}"
+        for sid, date, turns in zip(
+            item["haystack_session_ids"],
+            item["haystack_dates"],
+            item["haystack_sessions"],
+            strict=True,
+        ):
+            events = []
+            for turn in turns:
+                key = "prompt" if turn["role"] == "user" else "response"
+                events.append({key: turn["content"]})
+                if turn.get("has_answer"):
+                    evidence.append(turn["content"])
+                    gold.append(f"{qid}:{sid}")
+            if events:
+                sessions.append(
+                    {
+                        "id": f"{qid}:{sid}"[:200],
+                        "project": project,
+                        "started": _lme_date(date),
+                        "events": events,
+                    }
+                )
+        if not evidence:
+            continue
+        questions.append(
+            Question(
+                qid,
+                project,
+                item["question"],
+                tuple(evidence),
+                tuple(dict.fromkeys(gold)),
+                item.get("question_type", ""),
+                turns=True,
+            )
+        )
+    keep = {q.project for q in questions}
+    return CodingSet(path.name, [x for x in sessions if x["project"] in keep], questions)
+
+
+def _locomo_date(stamp: str) -> str:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO 8601 UTC."""
+    parsed = datetime.strptime(stamp.replace(",", ""), "%I:%M %p on %d %B %Y")
+    return parsed.strftime("%Y-%m-%dT%H:%M:00Z")
+
+
+def load_locomo(path: Path, limit: int | None) -> CodingSet:
+    """Each conversation as one project; its sessions at their dates; the first speaker's
+    turns as prompts, the second's as answers, each "Speaker: text"; evidence = the dialog
+    turns each QA names (malformed or unknown ids dropped)."""
+    conversations = json.loads(path.read_text(encoding="utf-8"))
+    sessions: list[dict[str, Any]] = []
+    questions: list[Question] = []
+    labels = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+    for conv in conversations:
+        project = f"locomo-{conv['sample_id']}"
+        talk = conv["conversation"]
+        turns: dict[str, str] = {}
+        for key in sorted(
+            (k for k in talk if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])
+        ):
+            events = []
+            for turn in talk[key]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                turns[turn["dia_id"]] = text
+                role = "prompt" if turn["speaker"] == talk["speaker_a"] else "response"
+                events.append({role: text})
+            sessions.append(
+                {
+                    "id": f"{conv['sample_id']}:{key}",
+                    "project": project,
+                    "started": _locomo_date(talk[f"{key}_date_time"]),
+                    "events": events,
+                }
+            )
+        for number, qa in enumerate(conv["qa"]):
+            ids = re.findall(r"D\d+:\d+", " ".join(qa.get("evidence") or []))
+            evidence = tuple(turns[i] for i in dict.fromkeys(ids) if i in turns)
+            if not evidence:
+                continue
+            questions.append(
+                Question(
+                    f"{conv['sample_id']}/q{number}",
+                    project,
+                    qa["question"],
+                    evidence,
+                    (),
+                    labels.get(qa.get("category"), "?"),
+                    turns=True,
+                )
+            )
+    if limit is not None:  # spread over the conversations: every n-th question
+        step = max(1, len(questions) // limit)
+        questions = questions[::step][:limit]
+    return CodingSet(path.name, sessions, questions)
+
+
 def run_coding(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     embedder: str = "local",
     progress: Callable[[str], None] | None = None,
     path: Path = CODING_SET,
+    data: CodingSet | None = None,
 ) -> dict[str, Any]:
-    """The whole benchmark on the coding set, in a throwaway data dir."""
+    """The whole benchmark on the coding set (or ``data``), in a throwaway data dir."""
     from engram.settings import load_settings
     from engram.store import Store
     from engram.vectors import Vectors
 
-    data = load_coding(path)
+    data = data or load_coding(path)
     say = progress or (lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="engram-context-bench-") as tmp:
         settings = load_settings(

@@ -7,7 +7,9 @@ import argparse
 from engram.settings import LOCAL_MODELS
 
 DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life", "coding-context")
-CONTEXT_DATASETS = ("coding-context",)
+CONTEXT_DATASETS = ("coding-context", "longmemeval-s", "locomo")
+CONTEXT_ONLY = ("coding-context",)
+"""Data sets with no retrieval gold: the context benchmark only."""
 DEFAULT_RETRIEVERS = "grep,bm25"
 DEFAULT_EMBEDDER = "minilm"
 
@@ -47,11 +49,17 @@ Datasets (read from the data dir at run time, never copied):
                       developer asks in a later session, each with the phrases that answer
                       it; shipped in the package. Only with --context
 
-The context benchmark (--context) asks instead whether the block a new session receives
+The context benchmark (--context; coding-context, longmemeval-s, locomo) asks instead whether
+the block a new session receives
 (POST /v1/context) holds the answer: the sessions go through the capture path (validated,
 scrubbed, compressed, summarised; graph and vectors built), then for each question the block
 is built at each --budgets, with the question as the query (what a prompt hook asks) and
-without (what session start gets). Columns: any / all answering phrases in the block, tokens
+without (what session start gets), and as a prompt hook asks for it (ENGRAM_PROMPT_CONTEXT_TOKENS).
+On longmemeval-s each question's haystack is a project (user turns as prompts, assistant turns as
+answers, at the haystack's dates) and the evidence is the has_answer turns; on locomo each
+conversation is a project and the evidence is the dialog turns each QA names. An evidence turn
+counts as in the block when one of its sentences of 5+ words is (--limit N: the first N
+LongMemEval questions, N LoCoMo questions spread over the conversations). Columns: any / all answering phrases in the block, tokens
 used (median), how full the budget is, per question type, p50 build time.
 
 Levels: session (gold = evidence sessions) or turn (gold = evidence turns / dialog ids).
