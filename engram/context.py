@@ -355,6 +355,12 @@ def _sessions_in_depth(
         share = SESSION_SHARE[min(number, len(SESSION_SHARE) - 1)]
         limit = int(budget_chars * share)
         scored = []
+        answers = [
+            o.id
+            for o in rows[sid]
+            if o.kind == "session" and (o.title or "").startswith(sessions.AGENT_ANSWER)
+        ]
+        final = answers[-1] if answers else None
         for obs in rows[sid]:
             if obs.id in exclude:
                 continue
@@ -363,7 +369,14 @@ def _sessions_in_depth(
             answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
             if not (hits_here or obs.id in rank or answer):
                 continue
-            order = (0 if answer else 1, rank.get(obs.id, len(rank) + 1), -hits_here)
+            # the session's last answer (what changed, why, what is left) first, then search's
+            # hits in rank order, then the other answers, then the rest by query words held
+            order = (
+                0 if obs.id == final else 1,
+                rank.get(obs.id, len(rank) + 1),
+                0 if answer else 1,
+                -hits_here,
+            )
             scored.append((order, obs, content))
         body: list[str] = []
         used = 0
