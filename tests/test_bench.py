@@ -405,7 +405,6 @@ def test_coding_agent_life_loader_and_load_errors(tmp_path: Path) -> None:
 
 def test_cli_dataset_names_match_the_loaders() -> None:
     from engram.bench.datasets import LOADERS
-
     from engram.bench.options import CONTEXT_ONLY
 
     assert set(DATASETS) == set(LOADERS) | set(CONTEXT_ONLY)
@@ -590,3 +589,44 @@ def test_cli_help_explains_datasets_and_protocols() -> None:
         "--rrf-k",
     ):
         assert word in result.stdout
+
+
+# the context benchmark ---------------------------------------------------------------------
+
+
+def test_an_evidence_turn_counts_by_a_whole_sentence_a_phrase_verbatim() -> None:
+    from engram.bench.context import _present, normalise
+
+    turn = normalise("Caroline: I went to a LGBTQ support group yesterday. It was so powerful.")
+    block = normalise("- [prompt] Caroline: I went to a LGBTQ support group yesterday. (obs_1)")
+    assert _present(turn, block, turn=True)
+    assert not _present(turn, normalise("lgbtq support group"), turn=True)  # words, not a sentence
+    assert _present("sqlc", "we chose sqlc", turn=False)
+
+
+@needs_data
+def test_public_sets_become_dated_sessions_with_evidence_turns() -> None:
+    from engram.bench.context import load_locomo, load_longmemeval
+
+    locomo = load_locomo(DATA / "locomo" / "locomo10.json", 20)
+    assert len(locomo.questions) == 20 and len({q.project for q in locomo.questions}) > 1
+    assert all(q.turns and q.answers for q in locomo.questions)
+    assert locomo.sessions[0]["started"].startswith("2023-")
+    lme = load_longmemeval(DATA / "longmemeval" / "longmemeval_s_cleaned_498.json.gz", 2)
+    assert len(lme.questions) == 2
+    assert {s["project"] for s in lme.sessions} == {q.project for q in lme.questions}
+    assert all(s["started"][4] == "-" for s in lme.sessions)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["coding-context"], "add --context"),
+        (["coding-agent-life", "--context"], "--context runs on"),
+        (["coding-context", "--context", "--budgets", "10"], "at least 50 tokens"),
+        (["coding-context", "--context", "--budgets", "x"], "must be integers"),
+    ],
+)
+def test_context_benchmark_arguments_are_checked(argv: list[str], message: str) -> None:
+    result = subprocess.run([ENGRAM, "bench", *argv], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr

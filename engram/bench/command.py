@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
@@ -109,11 +110,16 @@ def main(args: argparse.Namespace) -> int:
             "embedder": embedder.name if embedder is not None else None,
         }
         document = report.as_json(dataset, results, args.session_docs, options)
-        try:
-            Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            return _fail(f"cannot write {args.json}: {exc.strerror or exc}", EXIT_FAILURE)
-        _progress(f"wrote {args.json}")
+        return _write_json(args.json, document)
+    return EXIT_OK
+
+
+def _write_json(path: str, document: Any) -> int:
+    try:
+        Path(path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write {path}: {exc.strerror or exc}", EXIT_FAILURE)
+    _progress(f"wrote {path}")
     return EXIT_OK
 
 
@@ -147,10 +153,4 @@ def _context(args: argparse.Namespace) -> int:
     except (context.ContextDataError, EmbedderError) as exc:
         return _fail(str(exc), EXIT_FAILURE)
     print(context.render(result))
-    if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            return _fail(f"cannot write {args.json}: {exc.strerror or exc}", EXIT_FAILURE)
-        _progress(f"wrote {args.json}")
-    return EXIT_OK
+    return _write_json(args.json, result) if args.json else EXIT_OK
