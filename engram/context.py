@@ -6,7 +6,8 @@ and every other observation that speaks to the query, each with the lines that a
 from all it holds: the prompt, the edit's code, the command's output); the other hits, each
 with its answering lines; the last session and its open items; the project profile. Without a
 query (session start): the memories (relevant to the project profile, else the newest), the
-last session, its open items, what the sessions before it asked, answered and left, the profile.
+last session, its open items, what recent sessions say is still open, what the sessions before
+it asked, answered and left, the profile.
 
 Every item cites its ids (session, observation) so the agent can ask for more through MCP;
 hits whose titles differ only in numbers are folded into one. A memory or a summary line is
@@ -165,6 +166,9 @@ def build(
         if mem_items:
             sections.append(("## Memories", mem_items))
         sections += last_section
+        still = _still_open(store, scope, exclude={session_id})
+        if still:
+            sections.append(("## Still open", still))
         earlier = _recent_sessions(store, scope, exclude={session_id, last.id if last else None})
         if earlier:
             sections.append(("## Earlier sessions", earlier))
@@ -543,6 +547,29 @@ def _units(text: str) -> list[str]:
         for sentence in _SENTENCE.split(line):
             out.append(one_line(sentence, LINE_CHARS))
     return out
+
+
+_OPEN = re.compile(
+    r"(?i)\b(still|not yet|left (?:to|open|for)|remain|remains|follow[- ]?up|todo|filed as|"
+    r"need to decide|next step|skipped|workaround|until)\b"
+)
+"""Words with which an agent's last answer says what it left undone."""
+
+
+def _still_open(store: Store, scope: Scope, exclude: set[str | None]) -> list[Item]:
+    """What the recent sessions' last answers say is left (a flaky test skipped, a ticket filed,
+    a decision pending), newest first, each with its session and date."""
+    with store.read() as conn:
+        rows = sessions.recent_summarised(conn, scope, RECENT_SESSIONS + 1 + len(exclude))
+        rows = [r for r in rows if r.id not in exclude][: RECENT_SESSIONS + 1]
+        answers = sessions.final_answers(conn, [r.id for r in rows], per_session=1)
+    items = []
+    for row in rows:
+        when = (iso(row.ended_at) or "")[:10]
+        for sentence in _units(answers.get(row.id, "")):
+            if _OPEN.search(sentence):
+                items.append(Item(f"- ({when}, {row.id}) {sentence.strip()}"))
+    return items
 
 
 def _recent_sessions(store: Store, scope: Scope, exclude: set[str | None]) -> list[Item]:
