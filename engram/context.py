@@ -191,7 +191,8 @@ def for_prompt(
     rrf_k: int = search.RRF_K,
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
-    relevance bar (two search streams agree on it, ``_relevant``), never from the session the
+    relevance bar (two search streams agree on it and it shares the prompt's specific words,
+    ``_relevant``), never from the session the
     prompt belongs to (the agent has that in front of it), and never what this session was given
     before (``context_injections``); the memories, then the best hits' sessions in depth, then
     the other hits, within ``budget_tokens``. An empty block when nothing clears the bar."""
