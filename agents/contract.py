@@ -13,6 +13,9 @@ An adapter is a module in ``engram.agents.adapters`` that defines:
 - ``respond(event, context) -> str``: what the host expects on stdout (``context`` is the
   session-start block, or for a prompt what the gateway adds for it, or None when there is none
   or the gateway did not answer); ``""`` prints nothing;
+- ``CONNECT`` (optional): the events ``engram connect --with-hooks`` registers, keys of
+  ``EVENTS`` ("before" events are left out: Engram only observes; where a host fires two events
+  for one thing, only one);
 - ``PROMPT_CONTEXT`` (optional, default False): True where the host takes context from a prompt
   hook; the hook then asks the gateway for context for each prompt.
 

@@ -910,3 +910,18 @@ def test_adapters_import_only_the_standard_library(module: str) -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == {"bad": [], "typing": False, "dataclasses": False}
+
+
+@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+def test_each_host_says_once_which_events_connect_registers(host: str) -> None:
+    """The adapter is the one description of a host's events: connect registers its CONNECT
+    events with the adapter's kinds, never a "before" event (Engram only observes)."""
+    from engram.agents.hostconfig.hosts import events_for
+
+    adapter = registry.load(host)
+    connect = getattr(adapter, "CONNECT", ())
+    assert set(connect) <= set(adapter.EVENTS)
+    assert events_for(host) == {e: adapter.EVENTS[e] for e in connect}
+    assert "tool_pre" not in events_for(host).values()
+    if host != "raw":
+        assert {"prompt", "tool_post"} <= set(events_for(host).values())

@@ -28,6 +28,16 @@ EVENTS = {
     "Notification": "notification",
     "SessionEnd": "session_end",
 }
+CONNECT = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 
 
 def normalise(

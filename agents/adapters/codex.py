@@ -27,6 +27,14 @@ EVENTS = {
     "SubagentStop": "subagent_stop",
     "PreCompact": "compact",
 }
+CONNECT = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "Stop",
+    "PreCompact",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:

@@ -40,6 +40,16 @@ EVENTS = {
     "notification": "notification",
     "sessionEnd": "session_end",
 }
+CONNECT = (
+    "sessionStart",
+    "userPromptSubmitted",
+    "postToolUse",
+    "postToolUseFailure",
+    "agentStop",
+    "preCompact",
+    "sessionEnd",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 VSCODE_NAMES = {
     "SessionStart": "sessionStart",
     "UserPromptSubmit": "userPromptSubmitted",

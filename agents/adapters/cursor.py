@@ -42,6 +42,16 @@ EVENTS = {
     "preCompact": "compact",
     "sessionEnd": "session_end",
 }
+CONNECT = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "postToolUse",
+    "postToolUseFailure",
+    "afterAgentResponse",
+    "preCompact",
+    "sessionEnd",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 NO_OPINION = "{}"
 VERDICTS = {
     "beforeShellExecution": NO_OPINION,

@@ -30,6 +30,15 @@ EVENTS = {
     "Notification": "notification",
     "SessionEnd": "session_end",
 }
+CONNECT = (
+    "SessionStart",
+    "BeforeAgent",
+    "AfterTool",
+    "AfterAgent",
+    "PreCompress",
+    "SessionEnd",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:

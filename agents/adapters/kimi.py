@@ -21,6 +21,16 @@ HOST = "kimi"
 DISPLAY = "Kimi Code"
 EVENTS = {**CLAUDE_EVENTS, "StopFailure": "other"}
 """Claude Code's hook events, which Kimi copied, and its StopFailure."""
+CONNECT = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:

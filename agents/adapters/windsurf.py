@@ -32,6 +32,14 @@ EVENTS = {
     "post_cascade_response": "agent_response",
     "post_setup_worktree": "other",
 }
+CONNECT = (
+    "pre_user_prompt",
+    "post_write_code",
+    "post_run_command",
+    "post_mcp_tool_use",
+    "post_cascade_response",
+)
+"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:

@@ -24,73 +24,6 @@ SERVER_NAME = "engram"
 
 TOOL_KINDS = ("tool_post", "tool_failure")
 
-REGISTER: dict[str, dict[str, str]] = {
-    "claude-code": {
-        "SessionStart": "session_start",
-        "UserPromptSubmit": "prompt",
-        "PostToolUse": "tool_post",
-        "PostToolUseFailure": "tool_failure",
-        "Stop": "agent_response",
-        "PreCompact": "compact",
-        "SessionEnd": "session_end",
-    },
-    "codex": {
-        "SessionStart": "session_start",
-        "UserPromptSubmit": "prompt",
-        "PostToolUse": "tool_post",
-        "Stop": "agent_response",
-        "PreCompact": "compact",
-    },
-    "cursor": {
-        "sessionStart": "session_start",
-        "beforeSubmitPrompt": "prompt",
-        "postToolUse": "tool_post",
-        "postToolUseFailure": "tool_failure",
-        "afterAgentResponse": "agent_response",
-        "preCompact": "compact",
-        "sessionEnd": "session_end",
-    },
-    "gemini-cli": {
-        "SessionStart": "session_start",
-        "BeforeAgent": "prompt",
-        "AfterTool": "tool_post",
-        "AfterAgent": "agent_response",
-        "PreCompress": "compact",
-        "SessionEnd": "session_end",
-    },
-    "copilot-cli": {
-        "sessionStart": "session_start",
-        "userPromptSubmitted": "prompt",
-        "postToolUse": "tool_post",
-        "postToolUseFailure": "tool_failure",
-        "agentStop": "agent_response",
-        "preCompact": "compact",
-        "sessionEnd": "session_end",
-    },
-    "windsurf": {
-        "pre_user_prompt": "prompt",
-        "post_write_code": "file_edit",
-        "post_run_command": "tool_post",
-        "post_mcp_tool_use": "tool_post",
-        "post_cascade_response": "agent_response",
-    },
-    "kimi": {
-        "SessionStart": "session_start",
-        "UserPromptSubmit": "prompt",
-        "PostToolUse": "tool_post",
-        "PostToolUseFailure": "tool_failure",
-        "Stop": "agent_response",
-        "PreCompact": "compact",
-        "SessionEnd": "session_end",
-    },
-}
-"""Hook events connect registers per host: session start, prompt, after-tool (and failure), the
-agent's response, compaction, session end. "Before" events (PreToolUse...) are left out: Engram
-only observes. Where a host fires two events for one thing (Cursor's postToolUse and
-afterShellExecution, afterAgentResponse and stop), only one is registered so nothing is captured
-twice. When the host's adapter is installed, only events its ``EVENTS`` knows are registered, with
-the adapter's kinds; these kinds are the fallback."""
-
 
 @dataclass
 class Context:
@@ -682,13 +615,13 @@ def host_named(name: str) -> Host | None:
 
 
 def events_for(host: str) -> dict[str, str]:
-    """Host event name -> kind, for the events connect registers hooks for."""
-    wanted = REGISTER.get(host, {})
-    try:
-        from engram.agents import registry
+    """Host event name -> kind, for the events connect registers hooks for: the host's adapter
+    says which (``CONNECT``) and what each is (``EVENTS``); a host without an adapter (OpenCode,
+    Zed, Continue) gets no hooks. Each host is described once, by its adapter."""
+    from engram.agents import registry
 
-        known = dict(registry.load(host).EVENTS)
-    except (ImportError, LookupError, AttributeError, TypeError):
-        return dict(wanted)
-    chosen = {event: str(known[event]) for event in wanted if event in known}
-    return chosen or dict(wanted)
+    try:
+        adapter = registry.load(host)
+    except LookupError:
+        return {}
+    return {event: str(adapter.EVENTS[event]) for event in getattr(adapter, "CONNECT", ())}
