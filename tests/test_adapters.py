@@ -925,3 +925,19 @@ def test_each_host_says_once_which_events_connect_registers(host: str) -> None:
     assert "tool_pre" not in events_for(host).values()
     if host != "raw":
         assert {"prompt", "tool_post"} <= set(events_for(host).values())
+
+
+def test_adapters_and_connect_records_describe_the_same_hosts() -> None:
+    """A host is added in two places that cannot drift: a connect record writes hooks exactly
+    when the host has an adapter with events to register (raw has none to write: it is for
+    scripts), and both spell the host the same way, with the same product name."""
+    from engram.agents.hostconfig.hosts import HOSTS
+
+    for name, record in HOSTS.items():
+        writes_hooks = any(part.kind == "hooks" for part in record.parts)
+        has_adapter = name in registry.ADAPTERS
+        assert writes_hooks == has_adapter, name
+        if has_adapter:
+            adapter = registry.load(name)
+            assert getattr(adapter, "CONNECT", ()) and record.display == adapter.DISPLAY, name
+    assert set(registry.ADAPTERS) - set(HOSTS) == {"raw"}

@@ -591,7 +591,7 @@ HOSTS: dict[str, Host] = {
         ),
         Host(
             "kimi",
-            "Kimi Code CLI",
+            "Kimi Code",
             (
                 _part(
                     "mcp",
