@@ -957,3 +957,18 @@ def test_sync_files_endpoint(api: Api, project: str) -> None:
     assert api.post("/v1/sync/files", body)[1]["outcome"] == "unchanged"
     status, error = api.post("/v1/sync/files", {**body, "tool": "vim", "facts": "x"})
     assert status == 422 and set(error["error"]["details"]["fields"]) == {"tool", "facts"}
+
+
+def test_context_for_a_prompt_needs_its_session_and_says_so(api: Api, project: str) -> None:
+    status, answer = api.post("/v1/context", {"project": project, "forPrompt": True, "query": "x"})
+    assert status == 422
+    assert answer["error"] == {
+        "code": "validation_failed",
+        "message": "forPrompt needs the prompt and its session",
+        "details": {"fields": {"sessionId": "required with forPrompt"}},
+    }
+    status, answer = api.post(
+        "/v1/context",
+        {"project": project, "forPrompt": True, "query": "zzz nothing", "sessionId": "s-x"},
+    )
+    assert status == 200 and answer["context"] == "" and answer["cited"] == []
