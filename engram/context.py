@@ -253,6 +253,27 @@ def for_prompt(
     return block
 
 
+INJECTIONS_KEPT_SECONDS = 30 * 86400.0
+"""How long what a session was given is remembered: a session is rarely prompted a month on."""
+PRUNE_BATCH = 5000
+
+
+def prune_injections(store: Store, at: float | None = None) -> int:
+    """Forget what sessions were given more than ``INJECTIONS_KEPT_SECONDS`` ago (at most
+    ``PRUNE_BATCH`` rows a call: the sweeper runs it each sweep, so the table stays bounded by
+    a month of prompts without one long delete)."""
+    cutoff = (now() if at is None else at) - INJECTIONS_KEPT_SECONDS
+    t = context_injections
+    with store.write(background=True) as conn:
+        old = select(t.c.session_id, t.c.item_id).where(t.c.injected_at < cutoff)
+        rows = conn.execute(old.limit(PRUNE_BATCH)).all()
+        for row in rows:
+            conn.execute(
+                t.delete().where(t.c.session_id == row.session_id, t.c.item_id == row.item_id)
+            )
+    return len(rows)
+
+
 RELEVANT_RANK = 10
 """A hit clears the per-prompt relevance bar when at least two streams rank it this high."""
 _CITED = re.compile(r"\b((?:obs|mem|sum)_[0-9A-Za-z_.:-]{4,60})\)")

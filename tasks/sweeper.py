@@ -21,7 +21,7 @@ from typing import Any
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from engram import derive, heartbeat, inbox, sessions
+from engram import context, derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
 from engram.store import now
 from engram.tasks import dispatch, runtime
@@ -155,6 +155,7 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
         result["lostDrains"] = _release_lost_drains(reader, result["vectors"], result["graph"])
     if result["graph"] or result["vectors"]:
         dispatch.kick_derived()
+    result["injectionsPruned"] = context.prune_injections(store)
     with store.write() as conn:
         heartbeat.beat(conn, SWEEPER, result)
     if result["events"] or result["expiredClaims"] or result["summaries"]:

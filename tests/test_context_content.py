@@ -86,3 +86,37 @@ def test_session_start_shows_what_earlier_sessions_asked_answered_and_left(fille
     earlier = block.split("## Earlier sessions")[1]
     assert re.search(r"^- \(2026-\d\d-\d\d, ledger-0\d\) ", earlier, re.M)
     assert "  Outcome: " in earlier
+
+
+def test_what_sessions_were_given_is_forgotten_after_a_month(filled: Store) -> None:
+    from sqlalchemy import func, select
+
+    from engram.schema import context_injections
+
+    q = question("q07")
+    given = context.for_prompt(filled, Scope(q.project), q.text, "s-month", budget_tokens=400)
+    assert given["cited"]
+    count = select(func.count()).select_from(context_injections)
+    with filled.read() as conn:
+        before = conn.execute(count).scalar_one()
+    assert context.prune_injections(filled) == 0  # a fresh one stays
+    later = 31 * 86400 + given_time(filled, "s-month")
+    assert context.prune_injections(filled, at=later) == len(given["cited"])
+    with filled.read() as conn:
+        assert conn.execute(count).scalar_one() == before - len(given["cited"])
+    # forgotten: the same prompt in the same session is given it again
+    again = context.for_prompt(filled, Scope(q.project), q.text, "s-month", budget_tokens=400)
+    assert again["cited"] == given["cited"]
+
+
+def given_time(store: Store, session_id: str) -> float:
+    from sqlalchemy import func, select
+
+    from engram.schema import context_injections as t
+
+    with store.read() as conn:
+        return float(
+            conn.execute(
+                select(func.max(t.c.injected_at)).where(t.c.session_id == session_id)
+            ).scalar_one()
+        )
