@@ -10,6 +10,7 @@ context block as it is; every other event prints nothing.
 from __future__ import annotations
 
 from engram.agents.adapters._common import epoch_seconds, obj, opt_str
+from engram.agents.adapters.claude_code import CONNECT as CLAUDE_CONNECT
 from engram.agents.adapters.claude_code import EVENTS as CLAUDE_EVENTS
 from engram.agents.contract import HookEvent, text, valid_id, valid_path
 
@@ -21,16 +22,8 @@ HOST = "kimi"
 DISPLAY = "Kimi Code"
 EVENTS = {**CLAUDE_EVENTS, "StopFailure": "other"}
 """Claude Code's hook events, which Kimi copied, and its StopFailure."""
-CONNECT = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "Stop",
-    "PreCompact",
-    "SessionEnd",
-)
-"""The events `engram connect --with-hooks` registers (see ``engram.agents.contract``)."""
+CONNECT = CLAUDE_CONNECT
+"""The events `engram connect --with-hooks` registers: Claude Code's (see ``engram.agents.contract``)."""
 
 
 def normalise(hook: str, payload: Any) -> HookEvent:
