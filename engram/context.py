@@ -212,7 +212,8 @@ def for_prompt(
         )["items"]
         if h.get("sessionId") != session_id
     ]
-    specific = _terms(prompt) - GENERIC_TERMS
+    terms = _terms(prompt)
+    specific = terms - GENERIC_TERMS
     hits = [h for h in hits if _relevant(h, specific)]
     with store.read() as conn:
         given = frozenset(
@@ -222,7 +223,6 @@ def for_prompt(
                 )
             ).scalars()
         )
-    terms = _terms(prompt)
     sections: list[tuple[str, list[Item]]] = []
     mems = [
         Item(f"- {h['text']} ({h['id']})")
