@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
@@ -22,6 +22,9 @@ from engram.settings import Settings
 from engram.status import redact_url
 from engram.store import Store
 from engram.vectors import Vectors
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("engram.server")
 
@@ -134,7 +137,6 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
     """Open the store, configure the queue, build the Flask app and (embedded mode, unless
     ``start_worker`` is False) start the in-process worker. The same wiring serves
     `engram serve`, the demo and the tests."""
-    from engram.agents.mcp_server import for_gateway
     from engram.api import create_app, mcp_http
     from engram.tasks import client
     from engram.tasks.app import configure
@@ -159,7 +161,7 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
         vectors=gateway.vectors,
         derived_changed=client.derived_changed,
     )
-    mcp_http.install(gateway.app, for_gateway(gateway.app, gateway.secret))  # /mcp, same auth
+    mcp_http.install(gateway.app, _mcp_server(gateway.app, gateway.secret))  # /mcp, same auth
     if start_worker:
         gateway.start_worker()
     if gateway.vectors.enabled:
@@ -169,6 +171,19 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
             target=_open_vectors, args=(gateway,), name="engram-vectors-open", daemon=True
         ).start()
     return gateway
+
+
+def _mcp_server(app: Flask, secret: str) -> Callable[[], MCPServer]:
+    """The ``/mcp`` server factory. The MCP SDK and the tools' models (~25 MB resident) are
+    imported by the first ``/mcp`` request, not at start: most hosts reach Engram over stdio
+    (`engram mcp`, its own process) and a gateway that nobody asks over HTTP never needs them."""
+
+    def make() -> MCPServer:
+        from engram.agents.mcp_server import for_gateway
+
+        return for_gateway(app, secret)()
+
+    return make
 
 
 def local_gateway(settings: Settings) -> Gateway:

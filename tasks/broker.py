@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import json
 import logging
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -153,6 +154,13 @@ def _redis_client(app: Celery) -> Any | None:
         socket_timeout=options.get("socket_timeout", 5),
         socket_connect_timeout=options.get("socket_connect_timeout", 2),
     )
+
+
+def client_errors() -> tuple[type[Exception], ...]:
+    """What a Redis client raises when the broker is away or refuses, once one was opened:
+    ``redis`` is imported only for a Redis broker (~6 MB the embedded server never needs)."""
+    exceptions = sys.modules.get("redis.exceptions")
+    return () if exceptions is None else (exceptions.RedisError,)
 
 
 def redis_broker(app: Celery) -> RedisBroker | None:

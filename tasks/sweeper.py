@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 from kombu.exceptions import OperationalError
-from redis.exceptions import RedisError
 
 from engram import context, derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
@@ -33,7 +32,13 @@ from engram.tasks.app import (
     SWEEP_TASK,
     celery_app,
 )
-from engram.tasks.broker import CAPTURE_QUEUES, MAINTENANCE_QUEUES, RedisBroker, redis_broker
+from engram.tasks.broker import (
+    CAPTURE_QUEUES,
+    MAINTENANCE_QUEUES,
+    RedisBroker,
+    client_errors,
+    redis_broker,
+)
 
 log = logging.getLogger("engram.sweeper")
 
@@ -139,7 +144,7 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
             }
             awaiting = [s for s in awaiting if s not in held]
         result["summaries"] = dispatch_summaries(awaiting)
-    except (RedisError, OperationalError, OSError) as exc:
+    except (OperationalError, OSError, *client_errors()) as exc:
         log.warning("sweeper could not read or reach the broker (%s); next sweep tries again", exc)
         result["error"] = str(exc)
     finally:
