@@ -21,12 +21,12 @@ writes the hook config; docs/hosts.md lists every host and event."""
 
 
 def add_commands(sub: Any, common: Any, client_args: Any) -> dict[str, Any]:
-    from engram.agents.registry import ADAPTERS
-
     p = sub.add_parser(
         "hook", help="capture one agent hook event (run by the host)", description=HOOK_HELP
     )
-    p.add_argument("host", metavar="HOST", help=f"one of: {', '.join(ADAPTERS)}")
+    p.add_argument(
+        "host", metavar="HOST", help="the host, e.g. claude-code (`engram hook --help` lists them)"
+    )
     p.add_argument(
         "event", metavar="EVENT", help="the host's own hook event name, e.g. PostToolUse"
     )

@@ -385,12 +385,17 @@ def _context(host: Host, recorded: dict[str, Any] | None) -> Context:
 
 
 def _host(name: str | None) -> Host:
-    from engram.agents.hostconfig.hosts import HOSTS, host_named
+    from engram.agents.hostconfig.hosts import connect_hosts, host_named
+    from engram.agents.registry import InvalidHost
 
-    host = host_named(name or "")
+    try:
+        host = host_named(name or "")
+    except InvalidHost as exc:
+        raise ConnectError(str(exc), EXIT_USAGE) from None
     if host is None:
+        supported = ", ".join(connect_hosts()[0])
         raise ConnectError(
-            f"unknown host {name!r}; supported: {', '.join(HOSTS)} (see `engram connect --list`)",
+            f"unknown host {name!r}; supported: {supported} (see `engram connect --list`)",
             EXIT_USAGE,
         )
     return host
@@ -541,10 +546,11 @@ def _update_record(
 
 
 def list_hosts() -> str:
-    from engram.agents.hostconfig.hosts import HOSTS
+    from engram.agents.hostconfig.hosts import connect_hosts
 
+    hosts, problems = connect_hosts()
     lines = ["Hosts `engram connect <host>` supports (user scope first, then project scope):", ""]
-    for host in HOSTS.values():
+    for host in hosts.values():
         lines.append(f"  {host.name:<12} {host.display}")
         for part in host.parts:
             if part.flag:
@@ -554,6 +560,9 @@ def list_hosts() -> str:
             lines.append(f"  {'':<12}   {label} {where}")
         if host.note:
             lines.append(f"  {'':<12}   note:  {host.note}")
+    if problems:
+        lines += ["", "Registered by installed packages but not usable:"]
+        lines += [f"  {name:<12} {why}" for name, why in problems.items()]
     lines += [
         "",
         "Hooks are written only with --with-hooks. The exact entries, and how to take",

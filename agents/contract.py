@@ -4,9 +4,13 @@ event-id scheme every capture path (hooks, transcript import, transcript watch) 
 Loaded by the hook CLI on the agent's hot path: standard library only, and cheap ones at that
 (no ``dataclasses`` or ``typing`` at run time).
 
-An adapter is a module in ``engram.agents.adapters`` that defines:
+A host is one module (built in: ``engram.agents.adapters``; from another package: the
+``engram.hosts`` entry-point group, see ``engram.agents.registry``) that defines:
 
 - ``HOST``: the registry name (``"claude-code"``), ``DISPLAY``: the product name;
+
+where the host has hooks, the adapter:
+
 - ``EVENTS``: the host's own hook event names mapped to a kind in ``KINDS``;
 - ``normalise(hook, payload) -> HookEvent``: the host's stdin JSON as one event, raising
   ``BadPayload`` with a clear message when the payload cannot be used;
@@ -17,9 +21,15 @@ An adapter is a module in ``engram.agents.adapters`` that defines:
   ``EVENTS`` ("before" events are left out: Engram only observes; where a host fires two events
   for one thing, only one);
 - ``PROMPT_CONTEXT`` (optional, default False): True where the host takes context from a prompt
-  hook; the hook then asks the gateway for context for each prompt.
+  hook; the hook then asks the gateway for context for each prompt;
 
-``engram.agents.registry`` maps host names to these modules and imports only the one a hook needs.
+and where `engram connect` can write the host's config, the connect record:
+
+- ``connect_parts() -> tuple[Part, ...]``: the files and entries (``engram.agents.hostconfig``,
+  imported inside the function: a hook never loads it);
+- ``CONNECT_NOTE`` (optional): one line `engram connect --list` shows.
+
+The module imports only the standard library at its top: the hook imports it on every event.
 """
 
 from __future__ import annotations

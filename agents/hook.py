@@ -51,10 +51,10 @@ the spool (`engram capture` shows it, `engram capture --drain` sends it).
 def main(argv: list[str]) -> int:
     started, clock = time.time(), time.monotonic()
     if not argv or argv[0] in ("-h", "--help") or len(argv) != 2:
-        from engram.agents.registry import ADAPTERS
+        from engram.agents.registry import with_hooks
 
         asked = argv[:1] in (["-h"], ["--help"])
-        print(USAGE.format(hosts=", ".join(ADAPTERS)), file=sys.stdout if asked else sys.stderr)
+        print(USAGE.format(hosts=", ".join(with_hooks())), file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     if sys.stdin is None or sys.stdin.isatty():
         print(
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
 def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
     """Handle one hook call; returns what to print on stdout."""
     from engram.agents.contract import BadPayload, valid_id
-    from engram.agents.registry import UnknownHost, load
+    from engram.agents.registry import adapter as load_adapter
     from engram.settings import SettingsError, load_settings
 
     try:
@@ -86,8 +86,8 @@ def run(host: str, hook: str, raw: bytes, started: float, clock: float) -> str:
         _report(None, host, hook, f"configuration error: {exc}")
         return ""
     try:
-        adapter = load(host)
-    except UnknownHost as exc:
+        adapter = load_adapter(host)
+    except LookupError as exc:  # an unknown host, one without hooks, a broken outside module
         _report(settings, host, hook, str(exc))
         return ""
     try:

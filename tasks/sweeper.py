@@ -125,6 +125,8 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     settings, store = services.settings, services.store()
     result: dict[str, Any] = {"events": 0, "expiredClaims": 0, "summaries": 0, "brokerRead": False}
     reader = None if starting else redis_broker(celery_app)
+    # after redis_broker: it imports redis where the broker is Redis
+    unreachable: tuple[type[Exception], ...] = (OperationalError, OSError, *client_errors())
     try:
         if starting:
             result["events"] = dispatch_observe(inbox.dispatch_all_waiting(store))
@@ -144,7 +146,7 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
             }
             awaiting = [s for s in awaiting if s not in held]
         result["summaries"] = dispatch_summaries(awaiting)
-    except (OperationalError, OSError, *client_errors()) as exc:
+    except unreachable as exc:
         log.warning("sweeper could not read or reach the broker (%s); next sweep tries again", exc)
         result["error"] = str(exc)
     finally:

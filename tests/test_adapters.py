@@ -22,6 +22,7 @@ HOST_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "h
 FIXTURES = sorted(HOST_FIXTURES.glob("*.json"))
 HOSTS_DOC = ROOT / "docs" / "hosts.md"
 CTX = "## Engram context\n- retries use jittered backoff"
+HOOK_HOSTS = registry.with_hooks()
 
 ACME = "/home/dev/src/acme-api"
 CLAUDE_SID = "7f3c2a91-5b64-4e0d-9c1a-2d8e4f6b1a37"
@@ -42,9 +43,7 @@ WINDSURF_SID, WINDSURF_EXEC, WINDSURF_TS = "traj_5c1e9a2f7b3d", "exec_8a4f2c6e1d
 
 def split_name(path: Path) -> tuple[str, str]:
     """``<host>-<event>[-<variant>].json`` -> (host, event); the longest host name wins."""
-    host = max(
-        (h for h in registry.ADAPTERS if path.stem.startswith(h + "-")), key=len, default=None
-    )
+    host = max((h for h in HOOK_HOSTS if path.stem.startswith(h + "-")), key=len, default=None)
     assert host is not None, f"{path.name}: no adapter for this host (agents/registry.py)"
     return host, path.stem[len(host) + 1 :].split("-")[0]
 
@@ -636,7 +635,7 @@ SESSION_START = {  # host -> (its session-start hook, what it prints with CTX)
 
 
 def test_every_host_has_a_session_start_answer() -> None:
-    assert set(SESSION_START) == set(registry.ADAPTERS)
+    assert set(SESSION_START) == set(HOOK_HOSTS)
 
 
 @pytest.mark.parametrize("host", sorted(SESSION_START))
@@ -680,7 +679,7 @@ PROMPT_ANSWERS = {  # host -> how its prompt hook adds context (the others canno
 }
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 def test_a_prompt_hook_adds_context_where_the_host_takes_it(host: str) -> None:
     adapter = registry.load(host)
     assert bool(getattr(adapter, "PROMPT_CONTEXT", False)) == (host in PROMPT_ANSWERS)
@@ -698,7 +697,7 @@ def test_a_prompt_hook_adds_context_where_the_host_takes_it(host: str) -> None:
             assert out == {"hookEventName": name, "additionalContext": CTX}
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 def test_other_events_get_what_the_host_expects(host: str) -> None:
     adapter = registry.load(host)
     for hook, kind in adapter.EVENTS.items():
@@ -737,14 +736,14 @@ SESSION_KEY = {
 }
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 @pytest.mark.parametrize("payload", [[], "text", 42, None], ids=["list", "str", "int", "none"])
 def test_payload_must_be_an_object(host: str, payload: Any) -> None:
     with pytest.raises(BadPayload, match="payload must be a JSON object"):
         registry.load(host).normalise(fixture_for(host)[0], payload)
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 @pytest.mark.parametrize("bad", ["../../etc", "a/b", "x..y", "", 3.5, {"id": 1}])
 def test_unsafe_session_ids_are_rejected(host: str, bad: Any) -> None:
     hook, payload = fixture_for(host)
@@ -827,7 +826,7 @@ def pair_payload(host: str) -> tuple[str, str, dict[str, Any]]:
     return pre, post, json.loads((HOST_FIXTURES / name).read_text())
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 def test_event_ids_tell_pre_from_post_and_recognise_replays(host: str) -> None:
     adapter = registry.load(host)
     pre_hook, post_hook, payload = pair_payload(host)
@@ -874,7 +873,7 @@ def doc_sections() -> dict[str, str]:
     return {part.splitlines()[0].strip(): part for part in parts}
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 def test_every_adapter_is_documented(host: str) -> None:
     adapter = registry.load(host)
     sections = doc_sections()
@@ -887,14 +886,14 @@ def test_every_adapter_is_documented(host: str) -> None:
 
 
 def test_every_kind_is_known() -> None:
-    for host in registry.ADAPTERS:
+    for host in HOOK_HOSTS:
         assert set(registry.load(host).EVENTS.values()) <= KINDS, host
 
 
 # --- hot path ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", sorted(set(registry.ADAPTERS.values())))
+@pytest.mark.parametrize("module", sorted(set(registry.BUILT_IN.values())))
 def test_adapters_import_only_the_standard_library(module: str) -> None:
     probe = (
         "import sys, json\n"
@@ -912,7 +911,7 @@ def test_adapters_import_only_the_standard_library(module: str) -> None:
     assert json.loads(out) == {"bad": [], "typing": False, "dataclasses": False}
 
 
-@pytest.mark.parametrize("host", sorted(registry.ADAPTERS))
+@pytest.mark.parametrize("host", sorted(HOOK_HOSTS))
 def test_each_host_says_once_which_events_connect_registers(host: str) -> None:
     """The adapter is the one description of a host's events: connect registers its CONNECT
     events with the adapter's kinds, never a "before" event (Engram only observes)."""
@@ -927,17 +926,19 @@ def test_each_host_says_once_which_events_connect_registers(host: str) -> None:
         assert {"prompt", "tool_post"} <= set(events_for(host).values())
 
 
-def test_adapters_and_connect_records_describe_the_same_hosts() -> None:
-    """A host is added in two places that cannot drift: a connect record writes hooks exactly
-    when the host has an adapter with events to register (raw has none to write: it is for
-    scripts), and both spell the host the same way, with the same product name."""
-    from engram.agents.hostconfig.hosts import HOSTS
+def test_a_host_writes_hooks_exactly_where_its_module_has_events_to_register() -> None:
+    """Each host is one module: a connect record writes hooks exactly when the same module is
+    a hook adapter with events to register (raw has none to write: it is for scripts)."""
+    from engram.agents.hostconfig.hosts import connect_hosts
 
-    for name, record in HOSTS.items():
+    records, problems = connect_hosts()
+    assert problems == {}
+    assert list(records) == [n for n in registry.BUILT_IN if n != "raw"]
+    for name, record in records.items():
         writes_hooks = any(part.kind == "hooks" for part in record.parts)
-        has_adapter = name in registry.ADAPTERS
-        assert writes_hooks == has_adapter, name
-        if has_adapter:
-            adapter = registry.load(name)
-            assert getattr(adapter, "CONNECT", ()) and record.display == adapter.DISPLAY, name
-    assert set(registry.ADAPTERS) - set(HOSTS) == {"raw"}
+        assert writes_hooks == (name in HOOK_HOSTS), name
+        module = registry.load(name)
+        assert record.display == module.DISPLAY and bool(getattr(module, "CONNECT", ())) == (
+            name in HOOK_HOSTS
+        ), name
+    assert set(HOOK_HOSTS) - set(records) == {"raw"}

@@ -458,3 +458,109 @@ def test_hook_help_and_usage(cluster: Cluster) -> None:
     assert shown.returncode == 0 and "claude-code" in shown.stdout and "spool" in shown.stdout
     usage = engram(cluster.env, "hook")
     assert usage.returncode == 2 and "usage: engram hook HOST EVENT" in usage.stderr
+
+
+# --- a host from another package -------------------------------------------------------------
+
+ACME_HOST = """
+from engram.agents.contract import HookEvent, text, valid_id, valid_path
+
+HOST = "acme"
+DISPLAY = "Acme Agent"
+EVENTS = {"afterTool": "tool_post", "userPrompt": "prompt", "sessionStart": "session_start"}
+CONNECT = ("afterTool", "userPrompt")
+
+
+def normalise(hook, payload):
+    return HookEvent(
+        HOST, hook, EVENTS.get(hook, "other"),
+        session_id=valid_id(payload.get("session"), "session"),
+        cwd=valid_path(payload.get("cwd"), "cwd"),
+        tool_name=payload.get("tool"), tool_input=payload.get("input"),
+        tool_output=payload.get("output"), prompt=text(payload.get("prompt")),
+    )
+
+
+def respond(event, context):
+    return context or ""
+
+
+def connect_parts():
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part("mcp", "json", {"project": "./.acme/mcp.json"},
+               c.mcp_map("mcpServers", c.stdio_entry)),
+        c.part("hooks", "json", {"project": "./.acme/hooks.json"},
+               c.flat_hooks(lambda command: {"command": command})),
+    )
+"""
+
+
+def install_package(site: Path, name: str, entry_points: str, modules: dict[str, str]) -> None:
+    """A package as pip installs it: its modules and a dist-info whose entry_points.txt
+    importlib.metadata reads (what `pip install` of a package with entry points writes)."""
+    package = site / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for module, source in modules.items():
+        (package / f"{module}.py").write_text(source)
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_a_host_from_another_package_captures_and_connects_like_a_built_in(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    install_package(
+        site,
+        "acme_engram",
+        "[engram.hosts]\nacme = acme_engram.host\nbroken = acme_engram.broken\n"
+        "claude-code = acme_engram.host\n",
+        {"host": ACME_HOST, "broken": 'HOST = "not-broken"\nDISPLAY = "Broken"\n'},
+    )
+    env = {**cluster.env, "PYTHONPATH": f"{site}{os.pathsep}{cluster.env.get('PYTHONPATH', '')}"}
+    cluster.serve()
+
+    listed = engram(env, "connect", "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^  acme\s+Acme Agent$", listed.stdout, re.M)
+    assert "not usable" in listed.stdout and "HOST is 'not-broken', not 'broken'" in listed.stdout
+    assert listed.stdout.count("Claude Code") == 1  # a package cannot take over a built-in name
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    connected = subprocess.run(
+        [ENGRAM, "connect", "acme", "--with-hooks", "--scope", "project"],
+        env={**env, "HOME": str(tmp_path / "home")},
+        cwd=project,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert connected.returncode == 0, connected.stderr
+    hooks = json.loads((project / ".acme" / "hooks.json").read_text())
+    commands = json.dumps(hooks)
+    assert "hook acme afterTool" in commands and "hook acme userPrompt" in commands
+    assert "engram" in json.loads((project / ".acme" / "mcp.json").read_text())["mcpServers"]
+
+    payload = {
+        "session": "acme-s1",
+        "cwd": str(project),
+        "tool": "Bash",
+        "input": {"command": "make test"},
+        "output": {"stdout": "acmemarker 12 passed"},
+    }
+    result = hook(env, "acme", "afterTool", payload)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    wait_for(lambda: settled(cluster) and len(observations(cluster, "acme-s1")) == 1)
+    assert "acmemarker" in json.dumps(observations(cluster, "acme-s1"))
+
+    broken = hook(env, "broken", "afterTool", payload)
+    assert broken.returncode == 0 and broken.stdout == ""
+    assert "HOST is 'not-broken'" in broken.stderr and "Traceback" not in broken.stderr
+    zed = hook(env, "zed", "afterTool", payload)
+    assert zed.returncode == 0 and "host 'zed' has no hooks" in zed.stderr

@@ -257,18 +257,16 @@ def test_the_core_names_no_host_hook() -> None:
     """Adapters send what an event is (``eventKind``); the core knows no host's hook names. A
     name that is also a generic word for an event kind (``SessionStart`` ~ session_start, a
     ``Notification``, a ``stop``) is not a host's own."""
-    import importlib
-
-    from engram.agents.registry import ADAPTERS
+    from engram.agents import registry
     from engram.compress import hook_key
     from engram.wire import EVENT_KINDS
 
     generic = {hook_key(k) for k in EVENT_KINDS} | {"stop"}
     host_names: dict[str, str] = {}
-    for host, module in ADAPTERS.items():
+    for host in registry.with_hooks():
         if host == "raw":  # the generic adapter's names are the event kinds themselves
             continue
-        for hook in importlib.import_module(module).EVENTS:
+        for hook in registry.load(host).EVENTS:
             if hook_key(hook) not in generic:
                 host_names[hook_key(hook)] = f"{host} {hook}"
     assert len(host_names) > 20  # the check has something to find

@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Context, Part
+
 HOST = "claude-code"
 DISPLAY = "Claude Code"
 EVENTS = {
@@ -82,3 +84,30 @@ def respond(event: HookEvent, context: str | None) -> str:
         return ""
     name = "SessionStart" if event.kind == "session_start" else "UserPromptSubmit"
     return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}})
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+
+def _mcp_entry(ctx: Context) -> dict[str, Any]:
+    return {"type": "stdio", "command": ctx.exe, "args": ["mcp"]}
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part(
+            "mcp",
+            "json",
+            {"user": "~/.claude.json", "project": "./.mcp.json"},
+            c.mcp_map("mcpServers", _mcp_entry),
+        ),
+        c.part(
+            "hooks",
+            "json",
+            {"user": "~/.claude/settings.json", "project": "./.claude/settings.json"},
+            c.nested_hooks(tool_matcher="*"),
+        ),
+    )

@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Part
+
 HOST = "codex"
 DISPLAY = "Codex CLI"
 EVENTS = {
@@ -51,3 +53,25 @@ PROMPT_CONTEXT = True
 
 def respond(event: HookEvent, context: str | None) -> str:
     return claude_code.respond(event, context)
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+CONNECT_NOTE = "hooks also need [features] codex_hooks = true in config.toml (set by connect)"
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    config = {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"}
+    return (
+        c.part("mcp", "toml", config, c.toml_mcp()),
+        c.part(
+            "hooks",
+            "json",
+            {"user": "~/.codex/hooks.json", "project": "./.codex/hooks.json"},
+            c.nested_hooks(),
+        ),
+        c.part("hooks", "toml", config, c.codex_hooks_flag(), flag=True),
+    )

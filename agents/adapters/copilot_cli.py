@@ -25,6 +25,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Context, Part
+
 HOST = "copilot-cli"
 DISPLAY = "GitHub Copilot CLI"
 EVENTS = {
@@ -126,3 +128,38 @@ def normalise(hook: str, payload: Any) -> HookEvent:
 
 def respond(event: HookEvent, context: str | None) -> str:
     return ""
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+CONNECT_NOTE = "Copilot CLI reads hooks only from .github/hooks/*.json of the repository"
+
+
+def _mcp_entry(ctx: Context) -> dict[str, Any]:
+    return {"type": "local", "command": ctx.exe, "args": ["mcp"], "tools": ["*"]}
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part(
+            "mcp",
+            "json",
+            {"user": "~/.copilot/mcp-config.json"},
+            c.mcp_map("mcpServers", _mcp_entry),
+        ),
+        c.part(
+            "hooks",
+            "json",
+            {"project": "./.github/hooks/engram.json"},
+            c.flat_hooks(
+                lambda command: {"type": "command", "bash": command, "timeoutSec": 30},
+                command_key="bash",
+                version=1,
+            ),
+            owned=True,
+            boilerplate=("version",),
+        ),
+    )

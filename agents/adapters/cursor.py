@@ -21,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Part
+
 HOST = "cursor"
 DISPLAY = "Cursor"
 EVENTS = {
@@ -137,3 +139,27 @@ def respond(event: HookEvent, context: str | None) -> str:
     if event.kind == "session_start":
         return json.dumps({"additional_context": context} if context else {})
     return VERDICTS.get(event.hook, "")
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part(
+            "mcp",
+            "json",
+            {"user": "~/.cursor/mcp.json", "project": "./.cursor/mcp.json"},
+            c.mcp_map("mcpServers", c.stdio_entry),
+        ),
+        c.part(
+            "hooks",
+            "json",
+            {"user": "~/.cursor/hooks.json", "project": "./.cursor/hooks.json"},
+            c.flat_hooks(lambda command: {"command": command}, version=1),
+            boilerplate=("version",),
+        ),
+    )

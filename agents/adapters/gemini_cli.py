@@ -18,6 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Part
+
 HOST = "gemini-cli"
 DISPLAY = "Gemini CLI"
 EVENTS = {
@@ -86,3 +88,17 @@ def respond(event: HookEvent, context: str | None) -> str:
         return ""
     name = "SessionStart" if event.kind == "session_start" else "BeforeAgent"
     return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}})
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    settings = {"user": "~/.gemini/settings.json", "project": "./.gemini/settings.json"}
+    return (
+        c.part("mcp", "json", settings, c.mcp_map("mcpServers", c.stdio_entry)),
+        c.part("hooks", "json", settings, c.nested_hooks(extra={"name": "engram"})),
+    )

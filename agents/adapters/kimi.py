@@ -18,6 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Part
+
 HOST = "kimi"
 DISPLAY = "Kimi Code"
 EVENTS = {**CLAUDE_EVENTS, "StopFailure": "other"}
@@ -72,3 +74,21 @@ def respond(event: HookEvent, context: str | None) -> str:
     if event.kind not in ("session_start", "prompt") or not context:
         return ""
     return context
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part(
+            "mcp",
+            "json",
+            {"user": "~/.kimi-code/mcp.json", "project": "./.kimi-code/mcp.json"},
+            c.mcp_map("mcpServers", c.stdio_entry),
+        ),
+        c.part("hooks", "toml", {"user": "~/.kimi-code/config.toml"}, c.toml_hooks()),
+    )

@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from engram.agents.hostconfig.hosts import Part
+
 HOST = "windsurf"
 DISPLAY = "Windsurf"
 EVENTS = {
@@ -94,3 +96,26 @@ def normalise(hook: str, payload: Any) -> HookEvent:
 
 def respond(event: HookEvent, context: str | None) -> str:
     return ""
+
+
+# --- connect ---------------------------------------------------------------------------------
+
+
+def connect_parts() -> tuple[Part, ...]:
+    """Where `engram connect` writes Engram's MCP server and hooks (docs/connect.md)."""
+    from engram.agents.hostconfig import hosts as c
+
+    return (
+        c.part(
+            "mcp",
+            "json",
+            {"user": "~/.codeium/windsurf/mcp_config.json"},
+            c.mcp_map("mcpServers", c.stdio_entry),
+        ),
+        c.part(
+            "hooks",
+            "json",
+            {"user": "~/.codeium/windsurf/hooks.json", "project": "./.windsurf/hooks.json"},
+            c.flat_hooks(lambda command: {"command": command, "show_output": False}),
+        ),
+    )

@@ -1,4 +1,6 @@
-"""Which files each agent host reads, and the entries Engram adds to and removes from them.
+"""What a connect record is made of: the files a host reads (``Part``), and the entries Engram
+adds to and removes from them. Each host's record lives in its host module (``connect_parts``,
+``engram.agents.registry``); ``connect_hosts`` gathers them.
 
 Every edit is a pair of pure functions over parsed data (plain JSON/YAML data or a tomlkit
 document): ``add`` puts Engram's entry in (replacing a stale one, keeping every other key and the
@@ -395,233 +397,56 @@ def codex_hooks_flag() -> tuple[Edit, Edit]:
     return add, remove
 
 
-# --- the hosts -----------------------------------------------------------------------------------
+# --- the records ---------------------------------------------------------------------------------
 
 
-def _stdio(ctx: Context) -> dict[str, Any]:
+def stdio_entry(ctx: Context) -> dict[str, Any]:
+    """The MCP server entry most hosts take: ``{"command": <engram>, "args": ["mcp"]}``."""
     return {"command": ctx.exe, "args": ["mcp"]}
 
 
-def _claude_entry(ctx: Context) -> dict[str, Any]:
-    return {"type": "stdio", "command": ctx.exe, "args": ["mcp"]}
-
-
-def _copilot_entry(ctx: Context) -> dict[str, Any]:
-    return {"type": "local", "command": ctx.exe, "args": ["mcp"], "tools": ["*"]}
-
-
-def _opencode_entry(ctx: Context) -> dict[str, Any]:
-    return {"type": "local", "command": ctx.mcp_argv(), "enabled": True}
-
-
-def _part(kind: str, fmt: str, paths: dict[str, str], edits: tuple[Edit, Edit], **kw: Any) -> Part:
+def part(kind: str, fmt: str, paths: dict[str, str], edits: tuple[Edit, Edit], **kw: Any) -> Part:
+    """A ``Part`` from an ``(add, remove)`` pair, as the edit builders above return them."""
     return Part(kind, fmt, paths, edits[0], edits[1], **kw)
 
 
-HOSTS: dict[str, Host] = {
-    h.name: h
-    for h in (
-        Host(
-            "claude-code",
-            "Claude Code",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.claude.json", "project": "./.mcp.json"},
-                    mcp_map("mcpServers", _claude_entry),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"user": "~/.claude/settings.json", "project": "./.claude/settings.json"},
-                    nested_hooks(tool_matcher="*"),
-                ),
-            ),
-        ),
-        Host(
-            "codex",
-            "Codex CLI",
-            (
-                _part(
-                    "mcp",
-                    "toml",
-                    {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
-                    toml_mcp(),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"user": "~/.codex/hooks.json", "project": "./.codex/hooks.json"},
-                    nested_hooks(),
-                ),
-                _part(
-                    "hooks",
-                    "toml",
-                    {"user": "~/.codex/config.toml", "project": "./.codex/config.toml"},
-                    codex_hooks_flag(),
-                    flag=True,
-                ),
-            ),
-            note="hooks also need [features] codex_hooks = true in config.toml (set by connect)",
-        ),
-        Host(
-            "cursor",
-            "Cursor",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.cursor/mcp.json", "project": "./.cursor/mcp.json"},
-                    mcp_map("mcpServers", _stdio),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"user": "~/.cursor/hooks.json", "project": "./.cursor/hooks.json"},
-                    flat_hooks(lambda c: {"command": c}, version=1),
-                    boilerplate=("version",),
-                ),
-            ),
-        ),
-        Host(
-            "gemini-cli",
-            "Gemini CLI",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.gemini/settings.json", "project": "./.gemini/settings.json"},
-                    mcp_map("mcpServers", _stdio),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"user": "~/.gemini/settings.json", "project": "./.gemini/settings.json"},
-                    nested_hooks(extra={"name": "engram"}),
-                ),
-            ),
-        ),
-        Host(
-            "copilot-cli",
-            "GitHub Copilot CLI",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.copilot/mcp-config.json"},
-                    mcp_map("mcpServers", _copilot_entry),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"project": "./.github/hooks/engram.json"},
-                    flat_hooks(
-                        lambda c: {"type": "command", "bash": c, "timeoutSec": 30},
-                        command_key="bash",
-                        version=1,
-                    ),
-                    owned=True,
-                    boilerplate=("version",),
-                ),
-            ),
-            note="Copilot CLI reads hooks only from .github/hooks/*.json of the repository",
-        ),
-        Host(
-            "opencode",
-            "OpenCode",
-            (
-                _part(
-                    "mcp",
-                    "jsonc",
-                    {"user": "~/.config/opencode/opencode.json", "project": "./opencode.json"},
-                    mcp_map("mcp", _opencode_entry),
-                ),
-            ),
-            note="no command hooks (OpenCode extends through JS plugins)",
-        ),
-        Host(
-            "zed",
-            "Zed",
-            (
-                _part(
-                    "mcp",
-                    "jsonc",
-                    {"user": "~/.config/zed/settings.json", "project": "./.zed/settings.json"},
-                    mcp_map("context_servers", _stdio),
-                ),
-            ),
-            note="no hooks",
-        ),
-        Host(
-            "continue",
-            "Continue",
-            (
-                _part(
-                    "mcp",
-                    "yaml",
-                    {"user": "~/.continue/config.yaml"},
-                    yaml_mcp_list(),
-                    skeleton="name: Local Config\nversion: 1.0.0\nschema: v1\n",
-                    refuse_if="config.json",
-                    refuse_why="Continue loads config.yaml instead of config.json once it exists; "
-                    "migrate config.json to config.yaml first (docs.continue.dev), then "
-                    "run connect again",
-                ),
-            ),
-            note="no hooks",
-        ),
-        Host(
-            "windsurf",
-            "Windsurf",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.codeium/windsurf/mcp_config.json"},
-                    mcp_map("mcpServers", _stdio),
-                ),
-                _part(
-                    "hooks",
-                    "json",
-                    {"user": "~/.codeium/windsurf/hooks.json", "project": "./.windsurf/hooks.json"},
-                    flat_hooks(lambda c: {"command": c, "show_output": False}),
-                ),
-            ),
-        ),
-        Host(
-            "kimi",
-            "Kimi Code",
-            (
-                _part(
-                    "mcp",
-                    "json",
-                    {"user": "~/.kimi-code/mcp.json", "project": "./.kimi-code/mcp.json"},
-                    mcp_map("mcpServers", _stdio),
-                ),
-                _part("hooks", "toml", {"user": "~/.kimi-code/config.toml"}, toml_hooks()),
-            ),
-        ),
-    )
-}
-"""Every host connect knows, in the order `engram connect --list` shows them."""
+def connect_hosts() -> tuple[dict[str, Host], dict[str, str]]:
+    """Every host connect knows, in the order `engram connect --list` shows them (each host
+    module with a connect record, built-in or registered by a package: see
+    ``engram.agents.registry``), and the registered hosts that cannot be used, with why."""
+    from engram.agents import registry
+
+    modules, problems = registry.load_all()
+    records = {name: _record(module) for name, module in modules.items()}
+    return {name: r for name, r in records.items() if r is not None}, problems
 
 
 def host_named(name: str) -> Host | None:
-    """The connect record of ``name``, spelled as the adapter registry spells hosts."""
-    from engram.agents.registry import spelling
-
-    return HOSTS.get(spelling(name))
-
-
-def events_for(host: str) -> dict[str, str]:
-    """Host event name -> kind, for the events connect registers hooks for: the host's adapter
-    says which (``CONNECT``) and what each is (``EVENTS``); a host without an adapter (OpenCode,
-    Zed, Continue) gets no hooks. Each host is described once, by its adapter."""
+    """The connect record of ``name`` (a name or an alias), or None."""
     from engram.agents import registry
 
     try:
-        adapter = registry.load(host)
-    except LookupError:
+        return _record(registry.load(name))
+    except registry.UnknownHost:
+        return None
+
+
+def _record(module: Any) -> Host | None:
+    parts = getattr(module, "connect_parts", None)
+    if not callable(parts):
+        return None
+    return Host(module.HOST, module.DISPLAY, tuple(parts()), getattr(module, "CONNECT_NOTE", ""))
+
+
+def events_for(host: str) -> dict[str, str]:
+    """Host event name -> kind, for the events connect registers hooks for: the host's module
+    says which (``CONNECT``) and what each is (``EVENTS``); a host without hooks (OpenCode,
+    Zed, Continue) gets none."""
+    from engram.agents import registry
+
+    try:
+        module = registry.load(host)
+    except registry.UnknownHost:
         return {}
-    return {event: str(adapter.EVENTS[event]) for event in getattr(adapter, "CONNECT", ())}
+    events = getattr(module, "EVENTS", {})
+    return {event: str(events[event]) for event in getattr(module, "CONNECT", ())}
