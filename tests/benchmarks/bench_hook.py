@@ -115,7 +115,8 @@ def main() -> int:
     post = (FIXTURES / "claude-code-PostToolUse.json").read_bytes()
     start = (FIXTURES / "claude-code-SessionStart.json").read_bytes()
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
+    # a spooling hook leaves a detached drain child that may still write into the data dir
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         cluster = Cluster(Path(tmp), ENGRAM_PROJECT="ledger-api", ENGRAM_EMBEDDER="local")
         env = cluster.env
         try:
