@@ -56,6 +56,7 @@ TOOL_EVENTS = frozenset({"tool_pre", "tool_post", "tool_failure", "file_edit"})
 # What a hook's name says when a client sent no eventKind (words any host may use; adapters
 # always send the kind): checked in order, on the name as ``hook_key`` spells it.
 _HOOK_WORDS = (
+    ("subagentstart", "other"),  # a subagent starting is no kind of its own, and not its stop
     ("subagent", "subagent_stop"),
     ("prompt", "prompt"),
     ("sessionstart", "session_start"),

@@ -548,6 +548,8 @@ def test_the_sent_event_kind_decides_over_the_hook_name() -> None:
         ("PreCompact", "compact"),
         ("UserPromptSubmit", "prompt"),
         ("SubagentStop", "subagent_stop"),
+        ("SubagentStart", "other"),
+        ("subagent_start", "other"),
         ("Stop", "agent_response"),
         ("post_cascade_response", "agent_response"),
         ("PostToolUseFailure", "tool_failure"),
