@@ -463,19 +463,40 @@ def render_status(report: dict[str, Any], url: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """The gateway streams the document; it is written as it arrives (a store of any size),
+    to ``--output`` through a ``.partial`` file that is checked, counted and then renamed."""
+    from engram.transfer import ExportFile, InvalidImport
+
     settings = settings_for(args)
-    document = client_for(args, settings).call("GET", "/v1/export")
-    text = json.dumps(document, indent=2, ensure_ascii=False)
-    if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    client = client_for(args, settings)
+    if not args.output:
+        client.download("/v1/export", sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return EXIT_OK
+    target = Path(args.output)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with partial.open("wb") as out:
+            client.download("/v1/export", out)
+        exported = ExportFile(partial)
+        exported.check("merge")
+    except (InvalidImport, ValueError) as exc:
+        partial.unlink(missing_ok=True)
         print(
-            f"exported {len(document['sessions'])} sessions, "
-            f"{len(document['observations'])} observations, {len(document['memories'])} "
-            f"memories to {args.output}",
+            f"engram: the export arrived incomplete or malformed ({exc}); run it again",
             file=sys.stderr,
         )
-    else:
-        print(text)
+        return EXIT_FAILURE
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(target)
+    counts = exported.counts
+    print(
+        f"exported {counts['sessions']} sessions, {counts['observations']} observations, "
+        f"{counts['memories']} memories to {args.output}",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

@@ -12,8 +12,9 @@ from engram.wire import Unreachable
 
 TYPE_CHECKING = False  # typing costs the hook CLI ~2 ms
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, BinaryIO
 
+COPY_CHUNK_BYTES = 64 * 1024
 
 __all__ = [
     "Client",
@@ -95,11 +96,7 @@ class Client:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
-            payload = exc.read()
-            try:
-                return exc.code, json.loads(payload or b"null")
-            except ValueError:
-                return exc.code, {"error": {"message": payload.decode("utf-8", "replace")}}
+            return exc.code, _error_body(exc.read())
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             # URLError wraps what happened before a response: refused, no route, a name that
@@ -109,11 +106,40 @@ class Client:
             )
             raise Unreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
 
+    def download(self, path: str, out: BinaryIO) -> int:
+        """GET ``path`` and copy the answer's body into ``out`` as it arrives (an export of any
+        size); returns the bytes written. A refusal raises ``GatewayError`` as ``call`` does."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(
+            self.base_url + path, method="GET", headers={**self._auth, "Accept": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                written = 0
+                while chunk := resp.read(COPY_CHUNK_BYTES):
+                    out.write(chunk)
+                    written += len(chunk)
+                return written
+        except urllib.error.HTTPError as exc:
+            raise GatewayError(exc.code, _error_body(exc.read())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Unreachable(f"{self.base_url}: {getattr(exc, 'reason', exc)}") from None
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         status, payload = self.request(method, path, body)
         if status >= 400:
             raise GatewayError(status, payload)
         return payload
+
+
+def _error_body(payload: bytes) -> Any:
+    """A refusal's body: its JSON, or its text as an error message."""
+    try:
+        return json.loads(payload or b"null")
+    except ValueError:
+        return {"error": {"message": payload.decode("utf-8", "replace")}}
 
 
 def client_for(args: Any, settings: Any, timeout: float = 60.0) -> Client:

@@ -8,6 +8,7 @@ and indexed, and the observations' eventIds enter the ledger so replays stay dup
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,43 +33,96 @@ class InvalidImport(FieldErrors):
     what = "invalid import"
 
 
+EXPORT_PAGE = 500
+"""Rows read at a time while exporting (and memories whose versions are read together)."""
+EXPORT_CHUNK_CHARS = 64 * 1024
+"""Text handed to the response at a time."""
+
+
 def export(store: Store) -> dict[str, Any]:
+    """The whole store as one document (``export_stream`` parsed: for small stores and tests)."""
+    document: dict[str, Any] = json.loads("".join(export_stream(store)))
+    return document
+
+
+def export_stream(store: Store) -> Iterator[str]:
+    """The export document as JSON text, in pieces of about ``EXPORT_CHUNK_CHARS``: rows are read
+    ``EXPORT_PAGE`` at a time from one read transaction and written as they come, so a store of
+    any size is exported in bounded memory (a 100,000-observation store is a ~135 MB document;
+    built whole, its Python objects were several times that). One item per line."""
+    pending: list[str] = []
+    size = 0
+
+    def piece(text: str) -> Iterator[str]:
+        nonlocal size
+        pending.append(text)
+        size += len(text)
+        if size >= EXPORT_CHUNK_CHARS:
+            yield "".join(pending)
+            pending.clear()
+            size = 0
+
+    def section(name: str, items: Iterator[dict[str, Any]], last: bool = False) -> Iterator[str]:
+        yield from piece(f'"{name}": [')
+        for n, item in enumerate(items):
+            yield from piece(("\n" if not n else ",\n") + json.dumps(item, ensure_ascii=False))
+        yield from piece("\n]" + ("" if last else ",\n"))
+
+    head = {"format": "engram-export", "version": FORMAT_VERSION, "exportedAt": iso(now())}
     with store.read() as conn:
-        sess = [
-            _row(r, ("started_at", "ended_at"))
-            for r in conn.execute(select(sessions).order_by(sessions.c.started_at))
-        ]
-        obs = [
-            _row(r, ("created_at", "stored_at"))
-            for r in conn.execute(select(observations).order_by(observations.c.created_at))
-        ]
-        versions: dict[str, list[dict[str, Any]]] = {}
-        for v in conn.execute(select(memory_versions).order_by(memory_versions.c.version)):
-            versions.setdefault(v.memory_id, []).append(
-                {
-                    "version": v.version,
-                    "content": v.content,
-                    "createdAt": iso(v.created_at),
-                    "supersededAt": iso(v.superseded_at),
-                }
-            )
-        mems = []
-        for r in conn.execute(
-            select(memories)
-            .where(memories.c.forgotten_at.is_(None))
-            .order_by(memories.c.created_at)
-        ):
-            item = _row(r, ("created_at", "updated_at", "forgotten_at"))
-            item["versions"] = versions.get(r.id, [])
-            mems.append(item)
-    return {
-        "format": "engram-export",
-        "version": FORMAT_VERSION,
-        "exportedAt": iso(now()),
-        "sessions": sess,
-        "observations": obs,
-        "memories": mems,
-    }
+        paged = conn.execution_options(yield_per=EXPORT_PAGE)
+        yield from piece(json.dumps(head)[:-1] + ",\n")
+        yield from section(
+            "sessions",
+            (
+                _row(r, ("started_at", "ended_at"))
+                for r in paged.execute(select(sessions).order_by(sessions.c.started_at))
+            ),
+        )
+        yield from section(
+            "observations",
+            (
+                _row(r, ("created_at", "stored_at"))
+                for r in paged.execute(select(observations).order_by(observations.c.created_at))
+            ),
+        )
+        yield from section("memories", _memories(conn, paged), last=True)
+    yield "".join(pending) + "}\n"
+
+
+def _memories(conn: Connection, paged: Connection) -> Iterator[dict[str, Any]]:
+    """Live memories with their versions, oldest first; versions read per page of memories."""
+    page: list[dict[str, Any]] = []
+    for r in paged.execute(
+        select(memories).where(memories.c.forgotten_at.is_(None)).order_by(memories.c.created_at)
+    ):
+        item = _row(r, ("created_at", "updated_at", "forgotten_at"))
+        item["versions"] = []
+        page.append(item)
+        if len(page) == EXPORT_PAGE:
+            yield from _with_versions(conn, page)
+            page = []
+    yield from _with_versions(conn, page)
+
+
+def _with_versions(conn: Connection, page: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    if not page:
+        return
+    by_id = {item["id"]: item for item in page}
+    for v in conn.execute(
+        select(memory_versions)
+        .where(memory_versions.c.memory_id.in_(list(by_id)))
+        .order_by(memory_versions.c.memory_id, memory_versions.c.version)
+    ):
+        by_id[v.memory_id]["versions"].append(
+            {
+                "version": v.version,
+                "content": v.content,
+                "createdAt": iso(v.created_at),
+                "supersededAt": iso(v.superseded_at),
+            }
+        )
+    yield from page
 
 
 def _camel(name: str) -> str:

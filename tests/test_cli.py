@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -122,6 +123,20 @@ def test_serve_status_export_import_demo(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         document = json.loads(export.read_text())
         assert len(document["observations"]) >= 14 and document["memories"]
+        assert f"{len(document['observations'])} observations" in result.stderr
+        assert not export.with_name("export.json.partial").exists()
+        streamed = run(["export"], env=env)  # to stdout, as the gateway streams it
+        assert streamed.returncode == 0 and json.loads(streamed.stdout) == {
+            **document,
+            "exportedAt": json.loads(streamed.stdout)["exportedAt"],
+        }
+        conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=30)
+        conn.request("GET", "/v1/export", headers={"Authorization": f"Bearer {cluster.secret}"})
+        answer = conn.getresponse()
+        assert answer.status == 200 and answer.getheader("Content-Length") is None
+        assert answer.getheader("Transfer-Encoding") == "chunked"  # sent as it is read
+        assert json.loads(answer.read())["memories"] == document["memories"]
+        conn.close()
 
         result = run(["import", str(export), "--strategy", "skip"], env=env)
         assert result.returncode == 0 and "0 observations" in result.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from engram import audit, transfer
 from engram.api.util import json_body, limit_arg, page, settings, store
@@ -14,7 +14,11 @@ bp = Blueprint("admin", __name__)
 
 @bp.get("/v1/export")
 def export() -> Any:
-    return jsonify(transfer.export(store()))
+    """Streamed as it is read (``transfer.export_stream``): the gateway holds one page of rows,
+    never the document."""
+    return Response(
+        stream_with_context(transfer.export_stream(store())), mimetype="application/json"
+    )
 
 
 def larger_body_for_import() -> None:
