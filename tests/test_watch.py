@@ -175,6 +175,31 @@ def test_a_burst_and_an_editor_save_are_each_one_import(
     assert "synced codex AGENTS.md" in run.out.getvalue()
 
 
+def test_folders_made_fast_inside_a_watch_raise_no_warning(tmp_path: Path) -> None:
+    """watchdog 7 adds a folder made inside a recursive watch twice when its children come
+    quickly (its walk, then the folder's own event) and warns on stderr each time; nothing is
+    wrong, so `engram watch` says nothing. Without the filter this made ~130 warnings."""
+    import time
+    import warnings
+
+    from watchdog.events import FileSystemEventHandler
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        checked_observer_class.cache_clear()  # installs its filter again, inside this block
+        observer = checked_observer_class()(lambda exc: None, lambda: None)
+        observer.schedule(FileSystemEventHandler(), str(tmp_path), recursive=True)
+        observer.start()
+        try:
+            for n in range(200):
+                (tmp_path / f"n{n}" / "a" / "b" / "c").mkdir(parents=True)
+            time.sleep(1.0)
+        finally:
+            observer.stop()
+            observer.join()
+    assert [str(w.message)[:60] for w in caught if w.category is RuntimeWarning] == []
+
+
 def test_new_nested_folders_are_watched(gateway: RecordingGateway, tmp_path: Path) -> None:
     with running(gateway, tmp_path):
         assert gateway.bodies == []

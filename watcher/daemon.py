@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -70,6 +71,13 @@ def checked_observer_class() -> type:
     from watchdog.observers.api import BaseObserver
     from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
     from watchdog.observers.inotify_c import InotifyFD
+
+    # A folder created inside a recursive watch can be added twice (watchdog's walk of the new
+    # folder, then the folder's own create event): the same callback replaces itself, and
+    # watchdog 7 says so with a RuntimeWarning on the user's terminal. Nothing is wrong.
+    warnings.filterwarnings(
+        "ignore", message=r"Callback with id .* already exists for watch", category=RuntimeWarning
+    )
 
     class CheckedInotifyFD(InotifyFD):
         def __init__(
