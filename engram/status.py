@@ -26,6 +26,13 @@ DERIVED_LAG_WARN_SECONDS = 900.0
 """A derived index this far behind the store (its oldest queued change) is named as a problem."""
 
 
+Problems = list[dict[str, str]]
+
+
+def _problem(problems: Problems, component: str, problem: str, fix: str) -> None:
+    problems.append({"component": component, "problem": problem, "fix": fix})
+
+
 def collect(
     settings: Settings,
     store: Store,
@@ -33,20 +40,49 @@ def collect(
     worker_probe: WorkerProbe,
     vectors: Vectors | None = None,
 ) -> dict[str, Any]:
-    problems: list[dict[str, str]] = []
+    """The status report: each component's state and every problem with its fix."""
+    problems: Problems = []
     report: dict[str, Any] = {"mode": "embedded" if settings.embedded else "distributed"}
-
     try:
-        with store.read() as conn:
-            conn.execute(text("SELECT 1"))
-            counts = inbox.counts(conn)
-            oldest = conn.execute(
+        read = _read_store(store)
+    except SQLAlchemyError as exc:
+        report["store"] = {"ok": False, "error": str(exc).splitlines()[0]}
+        _problem(
+            problems,
+            "store",
+            f"store unreachable: {exc}".splitlines()[0],
+            "check ENGRAM_DATABASE_URL and that the database server runs",
+        )
+        return {"ok": False, **report, "problems": problems}
+    report["store"] = {
+        "ok": True,
+        "dialect": store.dialect,
+        "schemaVersion": schema_version(store.engine),
+        "url": redact_url(settings.database_url),
+    }
+    _broker(report, problems, settings, broker_probe())
+    workers = report["workers"] = worker_probe()
+    _workers(problems, settings, workers)
+    _sweeper(report, problems, settings, read["sweep"])
+    _inbox(report, problems, settings, read, bool(workers.get("alive")))
+    _derived(report, problems, settings, store, read["sizes"], bool(workers.get("alive")))
+    _memory(report, problems, settings, workers)
+    _vectors(report, problems, settings, vectors)
+    return {"ok": not problems, **report, "problems": problems}
+
+
+def _read_store(store: Store) -> dict[str, Any]:
+    with store.read() as conn:
+        conn.execute(text("SELECT 1"))
+        return {
+            "counts": inbox.counts(conn),
+            "oldest": conn.execute(
                 select(func.min(capture_inbox.c.created_at)).where(
                     capture_inbox.c.state.in_(inbox.WAITING_STATES)
                 )
-            ).scalar()
-            sweep = heartbeat.last(conn, heartbeat.SWEEPER)
-            sizes = {
+            ).scalar(),
+            "sweep": heartbeat.last(conn, heartbeat.SWEEPER),
+            "sizes": {
                 "observations": conn.execute(
                     select(func.count()).select_from(observations)
                 ).scalar_one(),
@@ -57,169 +93,164 @@ def collect(
                     .where(memories.c.forgotten_at.is_(None))
                 ).scalar_one(),
                 "keywordDocs": store.keyword.count(conn),
-            }
-        report["store"] = {
-            "ok": True,
-            "dialect": store.dialect,
-            "schemaVersion": schema_version(store.engine),
-            "url": redact_url(settings.database_url),
+            },
         }
-    except SQLAlchemyError as exc:
-        report["store"] = {"ok": False, "error": str(exc).splitlines()[0]}
-        problems.append(
-            {
-                "component": "store",
-                "problem": f"store unreachable: {exc}".splitlines()[0],
-                "fix": "check ENGRAM_DATABASE_URL and that the database server runs",
-            }
-        )
-        return {"ok": False, **report, "problems": problems}
 
-    broker_error = broker_probe()
+
+def _broker(
+    report: dict[str, Any], problems: Problems, settings: Settings, error: str | None
+) -> None:
     report["broker"] = {
-        "ok": broker_error is None,
+        "ok": error is None,
         "url": "memory:// (in-process)" if settings.embedded else redact_url(settings.broker_url),
     }
-    if broker_error:
-        report["broker"]["error"] = broker_error
-        problems.append(
-            {
-                "component": "broker",
-                "problem": f"broker unreachable: {broker_error}",
-                "fix": "start Redis or fix ENGRAM_BROKER_URL; captures are kept in the "
-                "inbox meanwhile and dispatched by the sweeper when it is back",
-            }
+    if error:
+        report["broker"]["error"] = error
+        _problem(
+            problems,
+            "broker",
+            f"broker unreachable: {error}",
+            "start Redis or fix ENGRAM_BROKER_URL; captures are kept in the "
+            "inbox meanwhile and dispatched by the sweeper when it is back",
         )
 
-    workers = worker_probe()
-    report["workers"] = workers
+
+def _workers(problems: Problems, settings: Settings, workers: dict[str, Any]) -> None:
     if not workers.get("alive"):
-        fix = (
+        _problem(
+            problems,
+            "workers",
+            "no worker is answering: captures wait in the inbox",
             "restart `engram serve`"
             if settings.embedded
-            else "start a worker pool: `engram worker` (and one `engram beat`)"
-        )
-        problems.append(
-            {
-                "component": "workers",
-                "problem": "no worker is answering: captures wait in the inbox",
-                "fix": fix,
-            }
+            else "start a worker pool: `engram worker` (and one `engram beat`)",
         )
 
+
+def _sweeper(report: dict[str, Any], problems: Problems, settings: Settings, sweep: Any) -> None:
     sweep_age = time.time() - sweep[0] if sweep else None
     report["sweeper"] = {
         "lastSweepSecondsAgo": None if sweep_age is None else round(sweep_age, 1),
         "intervalSeconds": settings.sweep_interval_seconds,
     }
     if sweep_age is None or sweep_age > max(3 * settings.sweep_interval_seconds, 60.0):
-        fix = (
+        _problem(
+            problems,
+            "sweeper",
+            "the inbox sweeper has not run "
+            + ("yet" if sweep_age is None else f"for {sweep_age:.0f}s")
+            + ": captures whose task was lost are not re-sent",
             "restart `engram serve`"
             if settings.embedded
-            else "run exactly one scheduler: `engram beat`"
-        )
-        problems.append(
-            {
-                "component": "sweeper",
-                "problem": "the inbox sweeper has not run "
-                + ("yet" if sweep_age is None else f"for {sweep_age:.0f}s")
-                + ": captures whose task was lost are not re-sent",
-                "fix": fix,
-            }
+            else "run exactly one scheduler: `engram beat`",
         )
 
+
+def _inbox(
+    report: dict[str, Any],
+    problems: Problems,
+    settings: Settings,
+    read: dict[str, Any],
+    workers_alive: bool,
+) -> None:
+    counts, oldest = read["counts"], read["oldest"]
     age = time.time() - oldest if oldest else 0.0
+    waiting = sum(counts[s] for s in inbox.WAITING_STATES)
     report["inbox"] = {
         **counts,
-        "waiting": sum(counts[s] for s in inbox.WAITING_STATES),
+        "waiting": waiting,
         "capacity": settings.inbox_max,
         "oldestWaitingSeconds": round(age, 1),
     }
     report["deadLetters"] = counts[inbox.DEAD]
     if counts[inbox.DEAD]:
-        problems.append(
-            {
-                "component": "capture",
-                "problem": f"{counts[inbox.DEAD]} captured "
-                "events are dead letters (processing failed on every attempt)",
-                "fix": "see GET /v1/capture?state=dead for the errors, fix the cause, "
-                'then POST /v1/capture/retry {"all": true}',
-            }
+        _problem(
+            problems,
+            "capture",
+            f"{counts[inbox.DEAD]} captured "
+            "events are dead letters (processing failed on every attempt)",
+            "see GET /v1/capture?state=dead for the errors, fix the cause, "
+            'then POST /v1/capture/retry {"all": true}',
         )
-    waiting = report["inbox"]["waiting"]
     if waiting >= settings.inbox_max * 0.8:
-        problems.append(
-            {
-                "component": "capture",
-                "problem": f"inbox {waiting}/{settings.inbox_max}"
-                " full: new captures will be refused with 503",
-                "fix": "raise ENGRAM_WORKER_CONCURRENCY or ENGRAM_INBOX_MAX"
-                if settings.embedded
-                else "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX",
-            }
+        _problem(
+            problems,
+            "capture",
+            f"inbox {waiting}/{settings.inbox_max} full: new captures will be refused with 503",
+            "raise ENGRAM_WORKER_CONCURRENCY or ENGRAM_INBOX_MAX"
+            if settings.embedded
+            else "add workers (`engram worker`) or raise ENGRAM_INBOX_MAX",
         )
-    elif waiting and age > STALE_PENDING_SECONDS and workers.get("alive"):
-        problems.append(
-            {
-                "component": "capture",
-                "problem": f"oldest waiting capture is {age:.0f}s old",
-                "fix": "check the worker logs; add workers if they are busy",
-            }
+    elif waiting and age > STALE_PENDING_SECONDS and workers_alive:
+        _problem(
+            problems,
+            "capture",
+            f"oldest waiting capture is {age:.0f}s old",
+            "check the worker logs; add workers if they are busy",
         )
+
+
+def _derived(
+    report: dict[str, Any],
+    problems: Problems,
+    settings: Settings,
+    store: Store,
+    sizes: dict[str, int],
+    workers_alive: bool,
+) -> None:
     report["indexes"] = {"keyword": {"backend": store.keyword.name, **sizes}}
     with store.read() as conn:
         report["indexes"]["graph"] = {**graph.stats(conn), "pending": derive.pending(conn, "graph")}
         report["derived"] = derived_lag(conn, settings)
     for target, lag in report["derived"].items():
-        if lag["lagSeconds"] > DERIVED_LAG_WARN_SECONDS and workers.get("alive"):
-            problems.append(
-                {
-                    "component": target,
-                    "problem": f"the {target} index is "
-                    f"{lag['lagSeconds']:.0f}s behind the store ({lag['pending']} "
-                    "changes queued)",
-                    "fix": "it catches up when capture pauses; if "
-                    "it keeps growing, run an embed/graph worker pool "
-                    "(`engram worker -Q embed,graph`) or ENGRAM_EMBEDDER=none",
-                }
+        if lag["lagSeconds"] > DERIVED_LAG_WARN_SECONDS and workers_alive:
+            _problem(
+                problems,
+                target,
+                f"the {target} index is {lag['lagSeconds']:.0f}s behind the store "
+                f"({lag['pending']} changes queued)",
+                "it catches up when capture pauses; if it keeps growing, run an embed/graph "
+                "worker pool (`engram worker -Q embed,graph`) or ENGRAM_EMBEDDER=none",
             )
+
+
+def _memory(
+    report: dict[str, Any], problems: Problems, settings: Settings, workers: dict[str, Any]
+) -> None:
     report["memory"] = memory_report(settings, workers)
     for who, mem in report["memory"]["processes"].items():
         if max(mem["rssMb"], mem["peakRssMb"]) >= MEMORY_WARN_SHARE * settings.memory_budget_mb:
-            problems.append(
-                {
-                    "component": "memory",
-                    "problem": f"{who} holds {mem['rssMb']:.0f} "
-                    f"MB (peak {mem['peakRssMb']:.0f} MB) of a "
-                    f"{settings.memory_budget_mb} MB budget",
-                    "fix": "lower "
-                    "ENGRAM_EMBEDDING_BATCH_TOKENS or ENGRAM_WORKER_CONCURRENCY, or "
-                    "raise ENGRAM_MEMORY_BUDGET_MB if the machine has room",
-                }
+            _problem(
+                problems,
+                "memory",
+                f"{who} holds {mem['rssMb']:.0f} MB (peak {mem['peakRssMb']:.0f} MB) of a "
+                f"{settings.memory_budget_mb} MB budget",
+                "lower ENGRAM_EMBEDDING_BATCH_TOKENS or ENGRAM_WORKER_CONCURRENCY, or "
+                "raise ENGRAM_MEMORY_BUDGET_MB if the machine has room",
             )
+
+
+def _vectors(
+    report: dict[str, Any], problems: Problems, settings: Settings, vectors: Vectors | None
+) -> None:
     vector_report = vectors.status() if vectors is not None else {"enabled": False}
     report["embedder"] = {"name": settings.embedder, "vectorSearch": bool(vector_report.get("ok"))}
     report["indexes"]["vector"] = vector_report
     if vector_report.get("enabled") and not vector_report.get("ok"):
-        problems.append(
-            {
-                "component": "vectors",
-                "problem": f"vector search is off: {vector_report.get('problem')}",
-                "fix": "fix the cause named; "
-                "hybrid search answers with keyword and graph meanwhile",
-            }
+        _problem(
+            problems,
+            "vectors",
+            f"vector search is off: {vector_report.get('problem')}",
+            "fix the cause named; hybrid search answers with keyword and graph meanwhile",
         )
     elif vector_report.get("lastError") and vector_report.get("pending"):
-        problems.append(
-            {
-                "component": "vectors",
-                "problem": f"{vector_report['pending']} "
-                "documents wait for embedding; last error: "
-                f"{vector_report['lastError']}",
-                "fix": "check the embedder and Chroma; the embed task retries with backoff",
-            }
+        _problem(
+            problems,
+            "vectors",
+            f"{vector_report['pending']} documents wait for embedding; last error: "
+            f"{vector_report['lastError']}",
+            "check the embedder and Chroma; the embed task retries with backoff",
         )
-    return {"ok": not problems, **report, "problems": problems}
 
 
 def derived_lag(conn: Any, settings: Settings) -> dict[str, dict[str, Any]]:
