@@ -214,7 +214,10 @@ def for_prompt(
     ]
     terms = _terms(prompt)
     specific = terms - GENERIC_TERMS
-    hits = [h for h in hits if _relevant(h, specific)]
+    # Without the vector stream (ENGRAM_EMBEDDER=none, or its index not ready) only the keyword
+    # stream ranks most documents (the graph names few): one stream and the word test decide.
+    semantic = any("vector" in (h.get("ranks") or {}) for h in hits)
+    hits = [h for h in hits if _relevant(h, specific, 2 if semantic else 1)]
     with store.read() as conn:
         given = frozenset(
             conn.execute(
@@ -279,14 +282,15 @@ RELEVANT_RANK = 10
 _CITED = re.compile(r"\b((?:obs|mem|sum)_[0-9A-Za-z_.:-]{4,60})\)")
 
 
-def _relevant(hit: dict[str, Any], specific: set[str]) -> bool:
-    """The per-prompt bar: two streams rank the hit in their top ``RELEVANT_RANK``, and it
-    shares with the prompt two of its specific words (not ``GENERIC_TERMS``), or one that names
-    something (an identifier, a path, a number: ``getUser``, ``db.go``, ``LED-190``). In a small
-    project every document is in every stream's top 10, so agreement alone let "thanks, looks
-    good" pull 300-500 tokens (19 of 30 unrelated prompts on the coding set)."""
+def _relevant(hit: dict[str, Any], specific: set[str], agreeing: int = 2) -> bool:
+    """The per-prompt bar: ``agreeing`` streams rank the hit in their top ``RELEVANT_RANK``
+    (two where the vector stream answered: words and meaning agree), and it shares with the
+    prompt two of its specific words (not ``GENERIC_TERMS``), or one that names something (an
+    identifier, a path, a number: ``getUser``, ``db.go``, ``LED-190``). In a small project every
+    document is in every stream's top 10, so agreement alone let "thanks, looks good" pull
+    300-500 tokens (19 of 30 unrelated prompts on the coding set)."""
     ranks = hit.get("ranks") or {}
-    if sum(1 for r in ranks.values() if r <= RELEVANT_RANK) < 2:
+    if sum(1 for r in ranks.values() if r <= RELEVANT_RANK) < agreeing:
         return False
     shared = specific & _terms(f"{hit.get('title') or ''}\n{hit.get('text') or ''}")
     return len(shared) >= 2 or any(_names_something(term) for term in shared)
@@ -303,6 +307,7 @@ _GENERIC_WORDS = (
     "good thanks thank ok okay continue please check try again now work works working "
     "write read show help want need let sure yes done next step start go also just like "
     "get set put can could would should will one two first last thing things way "
+    "take pick break today tomorrow later "
     "py js ts tsx jsx go rs md json yaml yml toml txt sql sh html css"
 )
 GENERIC_TERMS = frozenset(stem(w) for w in _GENERIC_WORDS.split())

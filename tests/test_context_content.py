@@ -120,3 +120,27 @@ def given_time(store: Store, session_id: str) -> float:
                 select(func.max(t.c.injected_at)).where(t.c.session_id == session_id)
             ).scalar_one()
         )
+
+
+def test_a_prompt_gets_context_from_keyword_search_alone_and_filler_gets_none(
+    filled: Store,
+) -> None:
+    """Without vectors (this store: keyword and graph) the prompt bar is the keyword stream's
+    top ranks and the shared specific words; before, it also wanted the graph, so a prompt that
+    names no file or symbol got nothing (the coding set's prompt hook: 0.28 -> 0.88). Prompts
+    that share only filler words still get nothing."""
+    answered = 0
+    asked = [q for q in CODING.questions if q.project == "ledger-api"]
+    for q in asked:
+        block = context.for_prompt(
+            filled, Scope(q.project), q.text, f"prompt-{q.question_id}", budget_tokens=600
+        )
+        text = bench.normalise(block["context"])
+        answered += any(bench.normalise(a) in text for a in q.answers)
+        assert block["tokens"] <= 600
+    assert answered >= 0.75 * len(asked), f"{answered} of {len(asked)}"
+    for n, prompt in enumerate(bench.UNRELATED_PROMPTS):
+        block = context.for_prompt(
+            filled, Scope("ledger-api"), prompt, f"filler-{n}", budget_tokens=600
+        )
+        assert block["tokens"] == 0, (prompt, block["context"])

@@ -461,6 +461,51 @@ def load_locomo(path: Path, limit: int | None) -> CodingSet:
     return CodingSet(path.name, sessions, questions)
 
 
+UNRELATED_PROMPTS = (
+    "thanks, looks good",
+    "write a haiku about autumn leaves",
+    "run the tests",
+    "ok, continue",
+    "what time is it in Tokyo?",
+    "explain what a monad is in one paragraph",
+    "please commit this with a good message",
+    "can you make the output more concise",
+    "let's take a break and pick this up tomorrow",
+    "tell me a joke about databases",
+)
+"""Prompts that share nothing with any stored session: the prompt hook should add nothing."""
+
+
+def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) -> dict[str, Any]:
+    """Each of ``UNRELATED_PROMPTS`` in each project, as a new session's prompt: how many got
+    any context (each one is a false positive) and their median size."""
+    from engram import context
+    from engram.scope import Scope
+
+    given: list[int] = []
+    prompts = 0
+    for project in sorted(set(projects)):
+        for n, prompt in enumerate(UNRELATED_PROMPTS):
+            prompts += 1
+            block = context.for_prompt(
+                store,
+                Scope(project),
+                prompt,
+                f"bench-unrelated-{project}-{n}",
+                budget_tokens=settings.prompt_context_tokens,
+                vectors=vectors,
+                weights=dict(settings.search_weights),
+                rrf_k=settings.rrf_k,
+            )
+            if block["tokens"]:
+                given.append(block["tokens"])
+    return {
+        "prompts": prompts,
+        "answered": len(given),
+        "tokensMedian": statistics.median(given) if given else 0,
+    }
+
+
 def run_coding(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     embedder: str = "local",
@@ -496,6 +541,11 @@ def run_coding(
                 f"indexes in {time.perf_counter() - started:.1f}s"
             )
             cells = score(store, vectors, settings, data.questions, budgets, say)
+            false_positives = (
+                unrelated(store, vectors, settings, (q.project for q in data.questions))
+                if settings.prompt_context_tokens
+                else None
+            )
         finally:
             store.close()
     return {
@@ -505,6 +555,7 @@ def run_coding(
         "questions": len(data.questions),
         "embedder": embedder,
         "cells": [c.row() for c in cells],
+        "unrelated": false_positives,
         "misses": {
             f"{c.budget}/{'p' if c.prompt_hook else 'q' if c.with_query else '-'}": c.misses
             for c in cells
@@ -541,4 +592,11 @@ def render(result: dict[str, Any]) -> str:
         "any / all: the share of questions whose block holds at least one / every answering "
         "phrase; full: tokens used / budget; type columns: `any` per question type.",
     ]
+    wrong = result.get("unrelated")
+    if wrong:
+        lines += [
+            "",
+            f"prompt hook, unrelated prompts: {wrong['answered']} of {wrong['prompts']} got "
+            f"context (median {wrong['tokensMedian']:.0f} tokens when they did)",
+        ]
     return "\n".join(lines)
