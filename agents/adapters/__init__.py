@@ -1,1 +1,2 @@
-"""Host adapters: one module per host, each following ``engram.agents.contract``."""
+"""Host modules: one per host (its hook adapter and its connect record), each following
+``engram.agents.contract``; listed by name in ``engram.agents.registry``."""
