@@ -72,16 +72,23 @@ def spelling(host: str) -> str:
     return ALIASES.get(host.lower(), host.lower())
 
 
-def _outside() -> dict[str, str]:
-    """Hosts other packages register: name -> module (built-in names cannot be taken over)."""
-    from importlib.metadata import entry_points
+_outside_hosts: dict[str, str] | None = None
 
-    found: dict[str, str] = {}
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        name = point.name.lower()
-        if name not in BUILT_IN and name not in ALIASES:
-            found.setdefault(name, point.value)
-    return found
+
+def _outside() -> dict[str, str]:
+    """Hosts other packages register: name -> module (built-in names cannot be taken over).
+    Read once per process: a listing would otherwise read the metadata once per outside host."""
+    global _outside_hosts
+    if _outside_hosts is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, str] = {}
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            name = point.name.lower()
+            if name not in BUILT_IN and name not in ALIASES:
+                found.setdefault(name, point.value)
+        _outside_hosts = found
+    return _outside_hosts
 
 
 def names() -> list[str]:

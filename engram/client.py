@@ -81,7 +81,9 @@ class Client:
     def sends_secret(self) -> bool:
         return bool(self._auth)
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def _send(self, method: str, path: str, body: Any) -> Any:
+        """The response to one request (the caller reads and closes it); a refusal raises
+        urllib's ``HTTPError``, anything that kept the answer from arriving ``Unreachable``."""
         import urllib.error  # here, not at the top: the hook CLI imports is_loopback_url
         import urllib.request
 
@@ -93,39 +95,59 @@ class Client:
             self.base_url + path, data=data, method=method, headers=headers
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError:
+            raise
+        except (urllib.error.URLError, OSError) as exc:
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: BaseException) -> Unreachable:
+        import urllib.error
+
+        reason = getattr(exc, "reason", exc)
+        # URLError wraps what happened before a response: refused, no route, a name that does
+        # not resolve. A timeout or reset while waiting may follow a delivered request.
+        never_sent = isinstance(exc, urllib.error.URLError) and not isinstance(
+            reason, (TimeoutError, ConnectionResetError)
+        )
+        return Unreachable(f"{self.base_url}: {reason}", refused=never_sent)
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        import urllib.error
+
+        try:
+            resp = self._send(method, path, body)
         except urllib.error.HTTPError as exc:
             return exc.code, _error_body(exc.read())
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            # URLError wraps what happened before a response: refused, no route, a name that
-            # does not resolve. A timeout or reset while waiting may follow a delivered request.
-            never_sent = isinstance(exc, urllib.error.URLError) and not isinstance(
-                reason, (TimeoutError, ConnectionResetError)
-            )
-            raise Unreachable(f"{self.base_url}: {reason}", refused=never_sent) from None
+        with resp:
+            try:
+                payload = resp.read()
+            except OSError as exc:  # the answer was cut off: the request may have been done
+                raise self._unreachable(exc) from None
+            return resp.status, json.loads(payload or b"null")
 
     def download(self, path: str, out: BinaryIO) -> int:
         """GET ``path`` and copy the answer's body into ``out`` as it arrives (an export of any
-        size); returns the bytes written. A refusal raises ``GatewayError`` as ``call`` does."""
+        size); returns the bytes written. A refusal raises ``GatewayError`` as ``call`` does, a
+        connection lost part-way ``Unreachable``; an error writing ``out`` is its own."""
+        import http.client
         import urllib.error
-        import urllib.request
 
-        req = urllib.request.Request(
-            self.base_url + path, method="GET", headers={**self._auth, "Accept": "application/json"}
-        )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                written = 0
-                while chunk := resp.read(COPY_CHUNK_BYTES):
-                    out.write(chunk)
-                    written += len(chunk)
-                return written
+            resp = self._send("GET", path, None)
         except urllib.error.HTTPError as exc:
             raise GatewayError(exc.code, _error_body(exc.read())) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise Unreachable(f"{self.base_url}: {getattr(exc, 'reason', exc)}") from None
+        written = 0
+        with resp:
+            while True:
+                try:
+                    chunk = resp.read(COPY_CHUNK_BYTES)
+                except (OSError, http.client.HTTPException) as exc:
+                    raise self._unreachable(exc) from None
+                if not chunk:
+                    return written
+                out.write(chunk)
+                written += len(chunk)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         status, payload = self.request(method, path, body)

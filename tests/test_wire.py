@@ -3,6 +3,12 @@ one answer to "would a resend change this?", one derived eventId, one backoff.""
 
 from __future__ import annotations
 
+import io
+import json
+import socket
+import threading
+from pathlib import Path
+
 import pytest
 
 from engram.backoff import Throttle, backoff_seconds, doubled
@@ -99,3 +105,66 @@ def test_a_throttle_lets_one_go_per_interval() -> None:
     throttle = Throttle(60.0)
     assert throttle.ready() and not throttle.ready() and not throttle.ready()
     assert Throttle(0.0).ready() and Throttle(0.0).ready()
+
+
+# --- the gateway client over a real socket ---------------------------------------------------
+
+
+def _one_answer(raw: bytes) -> tuple[int, threading.Thread]:
+    """A server on a free port that reads one request, sends ``raw`` and closes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(raw)
+        server.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return server.getsockname()[1], thread
+
+
+def test_download_copies_the_stream_and_says_how_it_failed(tmp_path: Path) -> None:
+    from engram.client import Client, Unreachable
+
+    body = b'{"sessions": [\n' + b",\n".join(b'{"id": "s%d"}' % n for n in range(2000)) + b"\n]}"
+    chunked = (
+        b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:5000], body[5000:])) + b"0\r\n\r\n"
+    )
+    port, _ = _one_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+    out = io.BytesIO()
+    assert Client(f"http://127.0.0.1:{port}", None).download("/v1/export", out) == len(body)
+    assert out.getvalue() == body
+
+    # the gateway stopped part-way: Unreachable (the CLI says so), not an http.client traceback
+    port, _ = _one_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked[:3000])
+    with pytest.raises(Unreachable, match="127.0.0.1"):
+        Client(f"http://127.0.0.1:{port}", None).download("/v1/export", io.BytesIO())
+
+    refusal = error_body("bad secret", "unauthorized")
+    text = json.dumps(refusal).encode()
+    port, _ = _one_answer(
+        b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(text), text)
+    )
+    with pytest.raises(GatewayError) as refused:
+        Client(f"http://127.0.0.1:{port}", None).download("/v1/export", io.BytesIO())
+    assert refused.value.status == 401
+
+    # an error writing the file is the file's, not the gateway's
+    port, _ = _one_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnull")
+    full = (tmp_path / "out.json").open("wb")
+    full.close()
+    with pytest.raises(ValueError, match="closed file"):
+        Client(f"http://127.0.0.1:{port}", None).download("/v1/export", full)
+
+    with socket.socket() as probe:  # nothing listens here: refused, never sent
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    with pytest.raises(Unreachable) as down:
+        Client(f"http://127.0.0.1:{free}", None).download("/v1/export", io.BytesIO())
+    assert down.value.refused
