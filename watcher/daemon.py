@@ -72,17 +72,21 @@ def checked_observer_class() -> type:
     from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
     from watchdog.observers.inotify_c import InotifyFD
 
-    # A folder created inside a recursive watch can be added twice (watchdog's walk of the new
-    # folder, then the folder's own create event): the same callback replaces itself, and
-    # watchdog 7 says so with a RuntimeWarning on the user's terminal. Nothing is wrong.
-    warnings.filterwarnings(
-        "ignore", message=r"Callback with id .* already exists for watch", category=RuntimeWarning
-    )
-
     class CheckedInotifyFD(InotifyFD):
         def __init__(
             self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
         ) -> None:
+            # A folder created inside a recursive watch can be added twice (watchdog's walk of
+            # the new folder, then the folder's own create event): the same callback replaces
+            # itself, and watchdog 7 says so with a RuntimeWarning on the user's terminal.
+            # Nothing is wrong. Installed with each watch, not once per process: whoever reset
+            # the filters since (pytest does, per test) gets it back; an identical filter
+            # replaces itself, so they do not pile up.
+            warnings.filterwarnings(
+                "ignore",
+                message=r"Callback with id .* already exists for watch",
+                category=RuntimeWarning,
+            )
             super().__init__()
             self.on_limit, self.on_overflow = on_limit, on_overflow
 
