@@ -150,3 +150,46 @@ def test_migration_gives_old_documents_their_bodies(tmp_path: Path) -> None:
     assert bodies == {"obs_1": "edited the parser\nsrc/parser.py", "sum_s1": "fixed the flaky test"}
     assert queued == {"obs_1", "sum_s1"}
     engine.dispose()
+
+
+def test_a_change_to_a_failing_row_starts_it_afresh(store: Store) -> None:
+    with store.write() as conn:
+        store.keyword.upsert(conn, _doc("d1"))
+    with store.write() as conn:
+        claimed = derive.claim(conn, "vector", 10, lease_seconds=60)
+        derive.failed(conn, "vector", claimed, "TimeoutError", retry_in=3600)
+    with store.write() as conn:  # changed again: claimable now, no attempts, no stale error
+        store.keyword.delete(conn, "d1")
+    with store.read() as conn:
+        assert derive.last_error(conn, "vector") is None
+    with store.write() as conn:
+        again = derive.claim(conn, "vector", 10, lease_seconds=60)
+    assert [(c.doc_id, c.op, c.attempts) for c in again] == [("d1", "delete", 1)]
+
+
+def test_queue_and_insert_ignore_statements_are_compiled_once(store: Store) -> None:
+    """Built per call with inline values, these statements had no cache key and were compiled
+    for every document an import wrote; a cached statement must report a hit the second time."""
+    from sqlalchemy import event
+    from sqlalchemy.engine.interfaces import CacheStats
+
+    from engram.schema import sessions
+    from engram.store import insert_ignore
+
+    seen: list[tuple[str, CacheStats]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("INSERT"):
+            seen.append((statement.split("(")[0].split()[-1].strip('"'), context.cache_hit))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        for i in range(3):
+            with store.write() as conn:
+                derive.enqueue(conn, f"d{i}", derive.UPSERT)
+                row = {"id": f"s{i % 2}", "project": "p", "started_at": 1.0}
+                assert insert_ignore(conn, sessions, row) is (i < 2)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    hits = {table: stats for table, stats in seen}  # the last execution of each
+    assert hits == {"derive_queue": CacheStats.CACHE_HIT, "sessions": CacheStats.CACHE_HIT}
