@@ -25,9 +25,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 
-from engram import memories, observations, search, sessions
+from engram import dates, memories, observations, search, sessions
 from engram.analysis import STOP_WORDS, stem, words
 from engram.compress import one_line
 from engram.observations import scoped
@@ -155,7 +155,7 @@ def build(
             sections.append(("## Memories", mem_items))
         terms = _terms(query)
         top = list(dict.fromkeys(h["sessionId"] for h in hits if h.get("sessionId")))
-        top = top[:TOP_SESSIONS]
+        top = _dated_first(store, scope, query, top)[:TOP_SESSIONS]
         session_items = _sessions_in_depth(store, top, hits, terms, budget_tokens * 4)
         rest = [h for h in hits if h.get("sessionId") not in top]
         relevant = session_items + _expand(rest, terms, per_item, skip_session=None)
@@ -314,7 +314,7 @@ GENERIC_TERMS = frozenset(stem(w) for w in _GENERIC_WORDS.split())
 """Words of almost every coding prompt: sharing them with a document says nothing."""
 
 
-RELEVANT_HITS = 24
+RELEVANT_HITS = 60
 """Observations and summaries searched for a query; the budget decides how many are shown."""
 RELEVANT_PER_SESSION = 8
 """Hits kept per session (search's default is 3): the session that holds the answer usually
@@ -350,6 +350,31 @@ def _profile_lines(prof: dict[str, Any]) -> list[str]:
     if prof["concepts"]:
         lines.append("- Concepts: " + ", ".join(prof["concepts"]))
     return lines
+
+
+DATED_SESSIONS = 2
+"""Sessions recorded at a time the query names ("in January 2022", "on 8 May 2023") shown in
+depth before the other hits' sessions."""
+
+
+def _dated_first(store: Store, scope: Scope, query: str, ranked: list[str]) -> list[str]:
+    """Search's sessions, with those that ran at a time the query names (``dates.windows``)
+    first: the dated ones search ranked (in its order), then others of those dates (oldest
+    first), at most ``DATED_SESSIONS`` of them."""
+    spans = dates.windows(query)
+    if not spans:
+        return ranked
+    t = sessions_table
+    ends = func.coalesce(t.c.ended_at, t.c.started_at)
+    within = or_(*(and_(t.c.started_at < end, ends >= start) for start, end in spans))
+    with store.read() as conn:
+        hit = set(conn.execute(select(t.c.id).where(t.c.id.in_(ranked), within)).scalars())
+        first = [s for s in ranked if s in hit][:DATED_SESSIONS]
+        if len(first) < DATED_SESSIONS:
+            stmt = scoped(select(t.c.id), scope, t).where(within).order_by(t.c.started_at)
+            others = conn.execute(stmt.limit(DATED_SESSIONS + len(first))).scalars()
+            first += [s for s in others if s not in first][: DATED_SESSIONS - len(first)]
+    return first + [s for s in ranked if s not in first]
 
 
 def _lines(text: str | None) -> list[str]:
@@ -392,21 +417,32 @@ def _sessions_in_depth(
             if o.kind == "session" and (o.title or "").startswith(sessions.AGENT_ANSWER)
         ]
         final = answers[-1] if answers else None
+        contents = {obs.id: _content(obs) for obs in rows[sid] if obs.id not in exclude}
+        held = {obs_id: terms & _terms(text) for obs_id, text in contents.items()}
+        common = _common_terms(held.values())
+        # in a conversation, the turn after a hit (the reply to a question that matched)
+        # often holds the answer in other words: it comes right after that hit
+        follows = {
+            after.id: rank[before.id] + 0.5
+            for before, after in zip(rows[sid], rows[sid][1:], strict=False)
+            if before.id in rank and after.id not in rank and _turn(before) and _turn(after)
+        }
         for obs in rows[sid]:
             if obs.id in exclude:
                 continue
-            content = _content(obs)
-            hits_here = len(terms & _terms(content))
+            content = contents[obs.id]
+            hits_here = len(held[obs.id] - common)
             answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
-            if not (hits_here or obs.id in rank or answer):
+            if not (hits_here or obs.id in rank or obs.id in follows or obs.id == final):
                 continue
-            # the session's last answer (what changed, why, what is left) first, then search's
-            # hits in rank order, then the other answers, then the rest by query words held
+            # the session's last answer (what changed, why, what is left) first when it speaks
+            # to the query, then search's hits in rank order, each followed by what came after
+            # it, then the rest by query words held, answers first among equals
             order = (
                 0 if obs.id == final else 1,
-                rank.get(obs.id, len(rank) + 1),
-                0 if answer else 1,
+                rank.get(obs.id, follows.get(obs.id, len(rank) + 1)),
                 -hits_here,
+                0 if answer else 1,
             )
             scored.append((order, obs, content))
         body: list[str] = []
@@ -418,8 +454,7 @@ def _sessions_in_depth(
             lines = excerpt(content, terms, min(MAX_ITEM_CHARS, limit - used), skip=title)
             if not lines and not title:
                 continue
-            # a title cut short repeats the excerpt's first line: the kind and id say enough
-            shown = "" if title.endswith("…") and lines else f" {title}"
+            shown = f" {title}" if _title_adds(title, lines) else ""
             label = "answer" if title.startswith(sessions.AGENT_ANSWER) else obs.kind
             body.append(f"  - [{label}]{shown} ({obs.id})")
             body += [f"    {line}" for line in lines]
@@ -433,6 +468,26 @@ def _sessions_in_depth(
         head = f"- Session {sid} ({when[:10]}): {request or 'no prompt recorded'}"
         items.append(Item(head, body))
     return items
+
+
+def _turn(obs: Any) -> bool:
+    """A turn of the conversation: a prompt, or the agent's answer (not a tool call)."""
+    return obs.kind == "prompt" or (
+        obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
+    )
+
+
+COMMON_SHARE = 0.5
+"""A query word held by more than this share of a session's observations (a speaker's name,
+the project's own name) says nothing about which of them answers."""
+
+
+def _common_terms(held: Any) -> set[str]:
+    sets = list(held)
+    if len(sets) < 4:
+        return set()
+    counts = Counter(term for found in sets for term in found)
+    return {term for term, n in counts.items() if n > COMMON_SHARE * len(sets)}
 
 
 SESSION_SCAN = 400
@@ -490,11 +545,23 @@ def _expand(
         else:
             title = hit["title"] or ""
             body = excerpt(hit["text"] or "", terms, per_item, skip=title)
-            head = f"- [{hit['kind']}] {title} ({cite})"
+            shown = f" {title}" if _title_adds(title, body) else ""
+            head = f"- [{hit['kind']}]{shown} ({cite})"
         item = Item(head, [f"  {line}" for line in body])
         seen[key] = item
         items.append(item)
     return items
+
+
+def _title_adds(title: str, lines: list[str]) -> bool:
+    """Whether a title says something its excerpt does not: a prompt's or an answer's title is
+    its first words again (cut short or whole), which the excerpt shows; the kind and the id
+    say enough then."""
+    core = title.removesuffix("…").strip()
+    if not core or not lines:
+        return bool(core)
+    tail = " ".join(core.split())[-40:]
+    return tail not in " ".join(" ".join(lines).split())
 
 
 _SIMILAR = re.compile(r" \(\+(\d+) similar\)$")
