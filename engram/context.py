@@ -435,8 +435,8 @@ def _sessions_in_depth(
             answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
             if not (hits_here or obs.id in rank or obs.id in follows or obs.id == final):
                 continue
-            # the session's last answer (what changed, why, what is left) first when it speaks
-            # to the query, then search's hits in rank order, each followed by what came after
+            # the session's last answer (what changed, why, what is left) first, then search's
+            # hits in rank order, each followed by what came after
             # it, then the rest by query words held, answers first among equals
             order = (
                 0 if obs.id == final else 1,
