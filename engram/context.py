@@ -22,7 +22,7 @@ import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select
@@ -411,11 +411,7 @@ def _sessions_in_depth(
         share = SESSION_SHARE[min(number, len(SESSION_SHARE) - 1)]
         limit = int(budget_chars * share)
         scored = []
-        answers = [
-            o.id
-            for o in rows[sid]
-            if o.kind == "session" and (o.title or "").startswith(sessions.AGENT_ANSWER)
-        ]
+        answers = [o.id for o in rows[sid] if _answer(o)]
         final = answers[-1] if answers else None
         contents = {obs.id: _content(obs) for obs in rows[sid] if obs.id not in exclude}
         held = {obs_id: terms & _terms(text) for obs_id, text in contents.items()}
@@ -432,7 +428,7 @@ def _sessions_in_depth(
                 continue
             content = contents[obs.id]
             hits_here = len(held[obs.id] - common)
-            answer = obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
+            answer = _answer(obs)
             if not (hits_here or obs.id in rank or obs.id in follows or obs.id == final):
                 continue
             # the session's last answer (what changed, why, what is left) first, then search's
@@ -470,11 +466,14 @@ def _sessions_in_depth(
     return items
 
 
+def _answer(obs: Any) -> bool:
+    """The agent's reply to a prompt (what it said it did and why)."""
+    return bool(obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER))
+
+
 def _turn(obs: Any) -> bool:
     """A turn of the conversation: a prompt, or the agent's answer (not a tool call)."""
-    return obs.kind == "prompt" or (
-        obs.kind == "session" and (obs.title or "").startswith(sessions.AGENT_ANSWER)
-    )
+    return obs.kind == "prompt" or _answer(obs)
 
 
 COMMON_SHARE = 0.5
@@ -482,7 +481,7 @@ COMMON_SHARE = 0.5
 the project's own name) says nothing about which of them answers."""
 
 
-def _common_terms(held: Any) -> set[str]:
+def _common_terms(held: Iterable[set[str]]) -> set[str]:
     sets = list(held)
     if len(sets) < 4:
         return set()
