@@ -99,6 +99,7 @@ def build(
     vectors: Vectors | None = None,
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
+    fusion: str | None = None,
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
@@ -127,6 +128,7 @@ def build(
                 vectors=vectors,
                 weights=weights,
                 rrf_k=rrf_k,
+                fusion=fusion,
             )["items"]
         )
 
@@ -142,9 +144,7 @@ def build(
     if last is not None:
         when = (iso(last.ended_at) or "")[:10]
         summary = loads(last.summary_json, {}) or {}
-        last_section.append(
-            (f"## Last session ({when}, {last.id})", [Item(line) for line in _lines(last.summary)])
-        )
+        last_section.append((f"## Last session ({when}, {last.id})", _summary_items(last.summary)))
         open_items = [Item(f"- Unresolved: {e}") for e in summary.get("unresolvedErrors", [])]
         if open_items:
             last_section.append(("## Open items", open_items))
@@ -189,6 +189,7 @@ def for_prompt(
     vectors: Vectors | None = None,
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
+    fusion: str | None = None,
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
     relevance bar (two search streams agree on it and it shares the prompt's specific words,
@@ -209,6 +210,7 @@ def for_prompt(
             vectors=vectors,
             weights=weights,
             rrf_k=rrf_k,
+            fusion=fusion,
         )["items"]
         if h.get("sessionId") != session_id
     ]
@@ -339,6 +341,8 @@ class Item:
 
     head: str
     body: list[str] = dataclasses.field(default_factory=list)
+    needs_body: bool = False
+    """A heading ("Errors:") that says nothing without its first line."""
 
 
 def _profile_lines(prof: dict[str, Any]) -> list[str]:
@@ -379,6 +383,18 @@ def _dated_first(store: Store, scope: Scope, query: str, ranked: list[str]) -> l
 
 def _lines(text: str | None) -> list[str]:
     return [line for line in (text or "").strip().splitlines() if line.strip()]
+
+
+def _summary_items(text: str | None) -> list[Item]:
+    """A summary's lines as items, a list's heading ("Commands:", "Errors:") with its entries
+    (shown only with at least one of them)."""
+    items: list[Item] = []
+    for line in _lines(text):
+        if line.startswith("- ") and items and items[-1].needs_body:
+            items[-1].body.append(line)
+        else:
+            items.append(Item(line, needs_body=line.endswith(":")))
+    return [item for item in items if item.body or not item.needs_body]
 
 
 def _sessions_in_depth(
@@ -700,11 +716,15 @@ def _fit(
         for item in items:
             extra = cost_heading if not block else 0
             cost = estimate_tokens(item.head) + 1
+            if item.needs_body and item.body:
+                cost += estimate_tokens(item.body[0]) + 1
             if used + cost + extra > budget:
                 omitted += 1
                 continue
             used += cost + extra
             block.append(item.head)
+            if item.needs_body:  # its first line is paid for
+                used -= estimate_tokens(item.body[0]) + 1
             for line in item.body:
                 line_cost = estimate_tokens(line) + 1
                 if used + line_cost > budget:

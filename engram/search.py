@@ -1,12 +1,14 @@
-"""Search over the store: BM25, vector and graph streams fused by weighted Reciprocal Rank Fusion.
+"""Search over the store: BM25, vector and graph streams, fused by score or by rank.
 
 Modes are named presets of streams: ``keyword`` (alias ``bm25``), ``semantic`` (alias
-``vector``) and ``hybrid`` (all three). Each stream ranks candidates inside the read scope; the
-fused score of a document is ``sum(w_s / (RRF_K + rank_s))`` over the streams that ranked it, with
-the weights renormalised over the streams that answered (a stream that is off, failed or found
-nothing takes no share), so ``hybrid`` without an embedder is keyword search plus graph.
-Results are then diversified: at most ``per_session`` hits from one session. The benchmark
-harness fuses with the same ``fuse``.
+``vector``) and ``hybrid`` (all three). Each stream ranks candidates inside the read scope, each
+with its own score. ``fuse`` combines them (``ENGRAM_FUSION``): ``score`` scales each stream's
+scores over its top ``SCORE_DEPTH`` and weights them by the stream's confidence (how far its best
+hit stands out), ``rrf`` sums ``w_s / (RRF_K + rank_s)``; either way the weights are
+renormalised over the streams that answered (a stream that is off, failed or found nothing takes
+no share), so ``hybrid`` without an embedder is keyword search plus graph. Results are then
+diversified: at most ``per_session`` hits from one session. The benchmark harness fuses with the
+same ``fuse``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engram import memories, observations
+from engram import memories, observations, settings
 from engram.keyword import KeywordHit
 from engram.schema import sessions
 from engram.scope import Scope
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("engram.search")
 
-RRF_K = 5
+RRF_K: int = settings.default("ENGRAM_RRF_K")
 """Measured on the harness (docs/benchmarks.md): with k = 60 a weaker vector stream outvotes
 BM25's top hits and hybrid loses to BM25 alone on LoCoMo; with k = 5 it wins on every benchmark."""
 DEFAULT_MODE = "hybrid"
@@ -40,7 +42,19 @@ MIN_DEPTH = 40
 GRAPH_DEPTH = (2, 20)
 """The graph stream ranks fewer candidates (2 x limit, at least 20): its tail is weak evidence
 and it is the costliest stream per candidate."""
-DEFAULT_WEIGHTS = {"bm25": 1.0, "vector": 0.8, "graph": 0.3}
+DEFAULT_WEIGHTS: dict[str, float] = dict(settings.default("ENGRAM_SEARCH_WEIGHTS"))
+FUSIONS = ("score", "rrf")
+FUSION: str = settings.default("ENGRAM_FUSION")
+SCORE_DEPTH = 20
+"""``score`` fusion scales each stream over its top 20: measured against 10, 30 and 100 on
+LoCoMo, LongMemEval-S, coding-agent-life and coding-paraphrase (docs/benchmarks.md)."""
+MIN_SCORED = 3
+"""A stream with fewer hits has no spread to judge by: each of them counts fully."""
+RANK_SHARE = 0.25
+"""``score`` fusion adds each stream's RRF term, scaled so its first hit adds this share of the
+stream's weight: documents several streams agree on rise, and it orders what the scores leave
+tied. 0.25 kept the coding-context blocks as good as rank fusion's (0 and 0.1 lost questions
+whose answer both streams ranked in their top 5) at a small cost on LoCoMo MRR."""
 
 
 class SearchUnavailable(Exception):
@@ -71,9 +85,22 @@ def fuse(
     weights: Mapping[str, float],
     limit: int | None = None,
     k: int = RRF_K,
+    method: str | None = None,
 ) -> list[tuple[KeywordHit, dict[str, int]]]:
-    """Weighted RRF over the rankings that answered; each hit with its rank in every stream
-    that ranked it. Ties go to the better best rank, then to the earlier stream."""
+    """The streams that answered, fused (``method``: ``score`` or ``rrf``, the server's
+    ``ENGRAM_FUSION`` when not given); each hit with its rank in every stream that ranked it.
+
+    ``rrf``: sum of w_s / (k + rank_s). ``score``: each stream's scores scaled to [0, 1] over its
+    top ``SCORE_DEPTH`` (its best hit 1, the hit at that depth and below 0), times the stream's
+    weight and its confidence squared: how far its best score stands above the one at that depth,
+    relative to the best (a stream whose top hits all score alike knows little). A stream that is
+    sure leads; one that is not still adds its agreement. Each stream's RRF term is added too,
+    scaled by ``RANK_SHARE`` (what several streams agree on rises; it orders everything below
+    every stream's depth); ties go to the better best rank, then the earlier stream.
+    Weights are renormalised over the streams that answered."""
+    method = method or FUSION
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion {method!r}; choose from {', '.join(FUSIONS)}")
     answered = [name for name, hits in rankings.items() if hits and weights.get(name, 0) > 0]
     total = sum(weights[name] for name in answered)
     scores: dict[str, float] = {}
@@ -82,12 +109,19 @@ def fuse(
     ranks: dict[str, dict[str, int]] = {}
     for order, name in enumerate(answered):
         weight = weights[name] / total
-        for rank, hit in enumerate(rankings[name], start=1):
+        first: list[KeywordHit] = []
+        for hit in rankings[name]:
             if hit.doc_id in ranks and name in ranks[hit.doc_id]:
                 continue  # a stream listing a document twice counts its first rank
-            scores[hit.doc_id] = scores.get(hit.doc_id, 0.0) + weight / (k + rank)
+            ranks.setdefault(hit.doc_id, {})[name] = len(first) + 1
+            first.append(hit)
+        scale = _scaled(first) if method == "score" else None
+        for rank, hit in enumerate(first, start=1):
+            value = weight / (k + rank)
+            if scale is not None:
+                value = weight * scale(hit.score) + RANK_SHARE * value * (k + 1)
+            scores[hit.doc_id] = scores.get(hit.doc_id, 0.0) + value
             best[hit.doc_id] = min(best.get(hit.doc_id, (rank, order)), (rank, order))
-            ranks.setdefault(hit.doc_id, {})[name] = rank
             known = hits_by_id.get(hit.doc_id)
             if known is None or (known.session_id is None and hit.session_id is not None):
                 hits_by_id[hit.doc_id] = hit
@@ -95,6 +129,19 @@ def fuse(
     if limit is not None:
         ordered = ordered[:limit]
     return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
+
+
+def _scaled(hits: Sequence[KeywordHit]) -> Callable[[float], float]:
+    """A stream's score as its share of [0, 1] (``fuse``'s ``score`` method), confidence
+    applied: (x - low) / (top - low), clipped, times ((top - low) / |top|) squared, where top
+    is its best score and low its score at ``SCORE_DEPTH`` (or its last)."""
+    values = [hit.score for hit in hits[:SCORE_DEPTH]]
+    top, low = values[0], values[-1]
+    spread = top - low
+    if len(values) < MIN_SCORED or spread <= 1e-12:
+        return lambda _x: 1.0 if len(values) < MIN_SCORED else 0.0
+    confidence = min(1.0, spread / (abs(top) + 1e-12)) ** 2
+    return lambda x: confidence * min(1.0, max(0.0, (x - low) / spread))
 
 
 def _graph_stream(
@@ -127,6 +174,7 @@ def search(
     weights: Mapping[str, float] | None = None,
     graph: bool = True,
     rrf_k: int = RRF_K,
+    fusion: str | None = None,
 ) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
@@ -180,7 +228,7 @@ def search(
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
-        fused = fuse(rankings, weights, k=rrf_k)
+        fused = fuse(rankings, weights, k=rrf_k, method=fusion)
         chosen = diversify([hit for hit, _ in fused], limit, per_session)
         rank_of = {hit.doc_id: ranks for hit, ranks in fused}
         items = hydrate(conn, chosen)

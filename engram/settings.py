@@ -380,12 +380,22 @@ SETTINGS: tuple[Spec, ...] = (
         "PersistentClient in <data dir>/chroma (embedded mode only).",
     ),
     Spec(
+        "ENGRAM_FUSION",
+        "fusion",
+        _one_of(("score", "rrf")),
+        "score",
+        "How hybrid search fuses its streams. score: each stream's scores scaled over its top "
+        "20 and weighted by how far its best hit stands out (a sure stream leads); rrf: "
+        "weighted Reciprocal Rank Fusion (sum of w / (k + rank)).",
+    ),
+    Spec(
         "ENGRAM_SEARCH_WEIGHTS",
         "search_weights",
         _weights,
-        "bm25=1,vector=0.8,graph=0.3",
-        "Weights of the streams fused by hybrid search (weighted RRF); renormalised "
-        "over the streams that answer a query.",
+        "bm25=1,vector=1.3,graph=0.15",
+        "Weights of the streams fused by hybrid search; renormalised over the streams that "
+        "answer a query. Measured best: bm25=1,vector=1.3,graph=0.15 with score fusion, "
+        "bm25=1,vector=0.8,graph=0.3 with rrf.",
     ),
     Spec(
         "ENGRAM_RRF_K",
@@ -515,6 +525,7 @@ class Settings:
     embedding_timeout_seconds: float
     chroma_url: str
     search_weights: tuple[tuple[str, float], ...]
+    fusion: str
     rrf_k: int
     project: str
     hook_timeout_seconds: float
@@ -599,6 +610,12 @@ def _platform_dir(kind: str) -> Path:
     )
     base = os.environ.get(variable, "").strip()
     return Path(base if base else home / fallback) / "engram"
+
+
+def default(env: str) -> Any:
+    """A setting's default value, parsed (what a run without that variable gets)."""
+    spec = next(spec for spec in SETTINGS if spec.env == env)
+    return spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
 
 
 def load_settings(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.bench import metrics
+from engram.bench import metrics, report
 from engram.bench.datasets import (
     Dataset,
     DatasetError,
@@ -32,7 +32,7 @@ from engram.bench.retrievers import (
     RetrieverOptions,
     grep_words,
 )
-from engram.bench.runner import run
+from engram.bench.runner import RetrieverResult, run
 from engram.bench.vectors import (
     EmbeddingCache,
     VectorRetriever,
@@ -136,14 +136,14 @@ def test_registry_is_pluggable() -> None:
 
 def test_rrf_by_hand() -> None:
     # equal weights renormalise to 0.5 each: b is in both streams and wins
-    scores = rrf_scores([["a", "b", "c"], ["b", "d"]], [1.0, 1.0])
+    scores = rrf_scores([["a", "b", "c"], ["b", "d"]], [1.0, 1.0], k=60)
     assert scores["a"] == pytest.approx(0.5 / 61)
     assert scores["b"] == pytest.approx(0.5 / 62 + 0.5 / 61)
     assert scores["c"] == pytest.approx(0.5 / 63) and scores["d"] == pytest.approx(0.5 / 62)
     assert rrf([["a", "b", "c"], ["b", "d"]], [1.0, 1.0], 10) == ["b", "a", "d", "c"]
     assert rrf([["a", "b", "c"], ["b", "d"]], [1.0, 1.0], 2) == ["b", "a"]
     # weights 1.0 / 0.5 -> 2/3 and 1/3
-    weighted = rrf_scores([["a", "b"], ["b", "a"]], [1.0, 0.5])
+    weighted = rrf_scores([["a", "b"], ["b", "a"]], [1.0, 0.5], k=60)
     assert weighted["a"] == pytest.approx((2 / 3) / 61 + (1 / 3) / 62)
     assert rrf([["a", "b"], ["b", "a"]], [1.0, 0.5], 10) == ["a", "b"]
     # equal scores: the better single rank wins, then the earlier stream
@@ -152,7 +152,7 @@ def test_rrf_by_hand() -> None:
 
 def test_rrf_renormalises_over_the_streams_that_answered() -> None:
     # the vector stream returned nothing: bm25 alone carries the whole weight
-    scores = rrf_scores([["a", "b"], []], [1.0, 3.0])
+    scores = rrf_scores([["a", "b"], []], [1.0, 3.0], k=60)
     assert scores == {"a": pytest.approx(1 / 61), "b": pytest.approx(1 / 62)}
     assert rrf([[], ["x"]], [1.0, 1.0], 10) == ["x"]
     assert rrf([["a"], ["b"]], [1.0, 0.0], 10) == ["a"]  # weight 0: the stream is ignored
@@ -291,7 +291,8 @@ def test_hybrid_fuses_the_bm25_and_vector_rankings(tmp_path: Path) -> None:
         bm25 = hybrid.bm25.search("lunch", "a", 100)
         vector = hybrid.vector.search("lunch", "a", 100)
         assert bm25 == ["a/3"] and len(vector) == 3
-        assert hybrid.search("lunch", "a", 10) == rrf([bm25, vector], [1.0, 1.0], 10)
+        weights = [options.bm25_weight, options.vector_weight]
+        assert hybrid.search("lunch", "a", 10) == rrf([bm25, vector], weights, 10)
         assert hybrid.search("lunch", "a", 10)[0] == "a/3"
         assert hybrid.search("postgres", "b", 10) == ["b/1"]
     finally:
@@ -516,6 +517,47 @@ def test_cli_runs_coding_agent_life_and_writes_json(tmp_path: Path) -> None:
         "coding-agent-life", "--markdown", "--retrievers", "bm25", ENGRAM_BENCH_DATA=str(DATA)
     )
     assert markdown.returncode == 0 and "| bm25 |" in markdown.stdout
+
+
+def _result(name: str, mrrs: list[float]) -> RetrieverResult:
+    rows = [{"mrr": m, "recall@10": float(m > 0)} for m in mrrs]
+    return RetrieverResult(
+        name, metrics.mean(rows), {}, {}, {"p50": 0, "p95": 0}, 0, len(rows), rows=rows
+    )
+
+
+def test_fusion_is_compared_question_by_question_with_the_best_stream_of_each_category() -> None:
+    queries = [
+        Query(f"q{n}", "text", "h", frozenset({"u"}), category)
+        for n, category in enumerate(["a", "a", "b", "b"])
+    ]
+    dataset = Dataset("locomo", "turn", "all-turns", [], queries)
+    bm25 = _result("bm25", [1.0, 0.5, 0.0, 0.0])
+    vector = _result("vector", [0.0, 0.0, 1.0, 1.0])
+    hybrid = _result("hybrid", [1.0, 1.0, 0.5, 1.0])
+    rows = {r["category"]: r for r in report.paired(dataset, [bm25, vector, hybrid], "mrr")}
+    # over all questions vector and bm25 tie at 0.5 (the first listed is best); per category
+    # the best stream differs, and hybrid loses to vector in b on one question
+    assert (rows["a"]["best"], rows["a"]["wins"], rows["a"]["ties"], rows["a"]["losses"]) == (
+        "bm25",
+        1,
+        1,
+        0,
+    )
+    assert (rows["b"]["best"], rows["b"]["wins"], rows["b"]["ties"], rows["b"]["losses"]) == (
+        "vector",
+        0,
+        1,
+        1,
+    )
+    assert rows["all"]["n"] == 4 and rows["b"]["fusionMean"] == 0.75
+    table = report.paired_table(list(rows.values()))
+    losing = [line for line in table.splitlines() if "LOSES" in line]
+    assert len(losing) == 1 and losing[0].split()[:2] == ["hybrid", "b"]
+    # the text report states the dataset's headline metric and MRR
+    text = report.render(dataset, [bm25, vector, hybrid], "whole")
+    assert "Fusion against the best single stream" in text
+    assert " recall@10 " in text and " mrr " in text
 
 
 def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ def test_a_short_budget_drops_excerpt_lines_never_cuts_one(filled: Store) -> Non
     with filled.read() as conn:
         units = {
             " ".join(u.split())
-            for sid in ("ledger-08", "ledger-07")
+            for sid in (s["id"] for s in CODING.sessions if s["project"] == "ledger-api")
             for row in for_session(conn, sid)
             for u in context._units(context._content(row))
         }
@@ -144,3 +144,27 @@ def test_a_prompt_gets_context_from_keyword_search_alone_and_filler_gets_none(
             filled, Scope("ledger-api"), prompt, f"filler-{n}", budget_tokens=600
         )
         assert block["tokens"] == 0, (prompt, block["context"])
+
+
+def test_a_summary_list_heading_is_never_shown_without_an_entry() -> None:
+    summary = (
+        "Request: a long request " + "word " * 40 + "\nErrors:\n- FAIL TestLedgerTotals (resolved)"
+    )
+    items = context._summary_items(summary)
+    assert [(i.head, i.body) for i in items][1] == (
+        "Errors:",
+        ["- FAIL TestLedgerTotals (resolved)"],
+    )
+    for budget in range(10, 80):
+        text = context._fit("# h", [("## Last session", items)], budget, {})["context"]
+        lines = text.splitlines()
+        if "Errors:" in lines:
+            assert lines[lines.index("Errors:") + 1].startswith("- FAIL"), text
+    # a budget that fits the heading's line but not its entry leaves both out
+    fits_heading = (
+        context.estimate_tokens("# h") + 1 + context.estimate_tokens("## Last session") + 2 + 3
+    )
+    assert (
+        "Errors:"
+        not in context._fit("# h", [("## Last session", items[1:])], fits_heading, {})["context"]
+    )

@@ -106,7 +106,11 @@ def test_fusion_settings_parse(tmp_path: Path) -> None:
     assert s.rrf_k == 60 and s.search_weights == (("bm25", 2.0), ("graph", 0.0))
     default = load_settings(environ={"ENGRAM_CONFIG_DIR": str(tmp_path)})
     assert default.rrf_k == 5
-    assert dict(default.search_weights) == {"bm25": 1.0, "vector": 0.8, "graph": 0.3}
+    assert dict(default.search_weights) == {"bm25": 1.0, "vector": 1.3, "graph": 0.15}
+    assert default.fusion == "score"
+    assert load_settings(environ={"ENGRAM_FUSION": "RRF"}).fusion == "rrf"
+    with pytest.raises(SettingsError, match="ENGRAM_FUSION"):
+        load_settings(environ={"ENGRAM_FUSION": "borda"})
 
 
 def test_platform_dirs_match_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:

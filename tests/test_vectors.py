@@ -217,7 +217,7 @@ def test_a_model_change_opens_a_new_collection(tmp_path: Path, store: Store) -> 
     assert old.index().count() == len(DOCS)  # type: ignore[union-attr]
 
 
-def test_fuse_renormalises_over_the_streams_that_answered() -> None:
+def test_rrf_fusion_renormalises_over_the_streams_that_answered() -> None:
     def hits(*ids: str) -> list[KeywordHit]:
         return [KeywordHit(doc_id=i, kind="observation", session_id=None, score=0.0) for i in ids]
 
@@ -225,6 +225,7 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
         {"bm25": hits("a", "b", "c"), "vector": hits("c", "d")},
         {"bm25": 1.0, "vector": 1.0, "graph": 0.5},
         k=60,
+        method="rrf",
     )
     order = [hit.doc_id for hit, _ in fused]
     assert order[0] == "c"  # in both streams
@@ -235,22 +236,66 @@ def test_fuse_renormalises_over_the_streams_that_answered() -> None:
         {"bm25": hits("a", "b"), "vector": [], "graph": []},
         {"bm25": 1.0, "vector": 1.0, "graph": 0.5},
         k=60,
+        method="rrf",
     )
     assert [h.doc_id for h, _ in alone] == ["a", "b"]
     assert abs(alone[0][0].score - 1 / 61) < 1e-12
     # weights matter: a heavier stream's first hit wins a first-place tie
-    tie = search.fuse({"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 2.0})
+    tie = search.fuse(
+        {"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 2.0}, method="rrf"
+    )
     assert [h.doc_id for h, _ in tie] == ["b", "a"]
     # equal weights, equal ranks: the earlier stream's hit first, deterministically
-    even = search.fuse({"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 1.0})
+    even = search.fuse(
+        {"bm25": hits("a"), "vector": hits("b")}, {"bm25": 1.0, "vector": 1.0}, method="rrf"
+    )
     assert [h.doc_id for h, _ in even] == ["a", "b"]
     # k: a document ranked 8th by both streams against one ranked 1st by one stream:
     # k = 60 prefers the agreement (2 x 0.5/68 > 0.5/61), k = 5 the top hit (0.5/6 > 2 x 0.5/13)
     top_only = {"bm25": hits("a", *"pqrstu", "c"), "vector": hits("b", *"jklmno", "c")}
-    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=60)][
-        0
-    ] == "c"
-    assert [h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=5)][0] == "a"
+    assert [
+        h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=60, method="rrf")
+    ][0] == "c"
+    assert [
+        h.doc_id for h, _ in search.fuse(top_only, {"bm25": 1.0, "vector": 1.0}, k=5, method="rrf")
+    ][0] == "a"
+
+
+def scored(*pairs: tuple[str, float]) -> list[KeywordHit]:
+    return [KeywordHit(doc_id=i, kind="observation", session_id=None, score=x) for i, x in pairs]
+
+
+def test_score_fusion_lets_the_sure_stream_lead() -> None:
+    """Each stream's scores are scaled over its top 20 and weighted by its confidence: how far
+    its best score stands above its score at that depth, relative to the best, squared."""
+    sure_bm25 = scored(("a", 10.0), ("b", 9.0), ("c", 2.0), ("d", 1.0))
+    unsure_vector = scored(("e", 0.62), ("b", 0.61), ("f", 0.60))
+    weights = {"bm25": 1.0, "vector": 1.0}
+    fused = search.fuse({"bm25": sure_bm25, "vector": unsure_vector}, weights, method="score")
+    order = [hit.doc_id for hit, _ in fused]
+    # bm25's spread is 9 of 10 (confidence 0.81); the vectors' top three are 0.02 apart, so
+    # the vector stream adds little but its agreement: b, in both, passes a; e, the vectors'
+    # first, comes after bm25's third
+    assert order[:3] == ["b", "a", "c"] and order.index("e") > order.index("c")
+    expected_a = 0.5 * 0.81 * 1.0 + search.RANK_SHARE * 0.5
+    assert abs(fused[1][0].score - expected_a) < 1e-9
+    # the same vectors, sure of their first hit, while bm25's scores are all alike: e leads
+    unsure_bm25 = scored(("a", 5.0), ("b", 4.9), ("c", 4.8))
+    sure_vector = scored(("e", 0.9), ("b", 0.3), ("f", 0.2))
+    fused = search.fuse({"bm25": unsure_bm25, "vector": sure_vector}, weights, method="score")
+    assert [hit.doc_id for hit, _ in fused][0] == "e"
+    # rrf, which sees only ranks, puts the document both streams listed first either way
+    rrf = search.fuse({"bm25": unsure_bm25, "vector": sure_vector}, weights, method="rrf")
+    assert [hit.doc_id for hit, _ in rrf][0] == "b"
+
+
+def test_score_fusion_of_one_stream_keeps_its_order_below_the_depth() -> None:
+    """Below a stream's 20th hit every scaled score is 0: the RRF term keeps its order."""
+    hits = scored(*((f"d{n:02}", 100.0 - n) for n in range(45)))
+    fused = search.fuse({"bm25": hits, "vector": []}, {"bm25": 1.0, "vector": 1.0})
+    assert [hit.doc_id for hit, _ in fused] == [h.doc_id for h in hits]
+    with pytest.raises(ValueError, match="unknown fusion"):
+        search.fuse({"bm25": hits}, {"bm25": 1.0}, method="borda")
 
 
 def test_opening_chroma_does_not_load_grpc(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def search_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
+            fusion=settings().fusion,
         )
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
@@ -82,6 +83,7 @@ def context_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
+            fusion=settings().fusion,
         )
     )
 
@@ -116,4 +118,5 @@ def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> 
         vectors=vectors(),
         weights=dict(settings().search_weights),
         rrf_k=settings().rrf_k,
+        fusion=settings().fusion,
     )

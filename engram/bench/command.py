@@ -68,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
         fusion_depth=args.fusion_depth,
         rrf_k=args.rrf_k,
         graph_weight=args.graph_weight,
+        fusion=args.fusion,
         embedder=embedder,
     )
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
@@ -106,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
             "vectorWeight": args.vector_weight,
             "fusionDepth": args.fusion_depth,
             "rrfK": args.rrf_k,
+            "fusion": args.fusion,
             "graphWeight": args.graph_weight,
             "embedder": embedder.name if embedder is not None else None,
         }
@@ -147,7 +149,15 @@ def _context(args: argparse.Namespace) -> int:
             data = context.load_longmemeval(path, args.limit if args.limit else 30)
         elif args.dataset == "locomo":
             data = context.load_locomo(data_dir / "locomo" / "locomo10.json", args.limit or 200)
-        result = context.run_coding(budgets, args.context_embedder, _progress, data=data)
+        search = {
+            "ENGRAM_FUSION": args.fusion,
+            "ENGRAM_RRF_K": str(args.rrf_k),
+            "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
+            f"graph={args.graph_weight}",
+        }
+        result = context.run_coding(
+            budgets, args.context_embedder, _progress, data=data, search=search
+        )
     except OSError as exc:
         return _fail(f"cannot read {args.dataset} from {data_dir}: {exc}", EXIT_FAILURE)
     except (context.ContextDataError, EmbedderError) as exc:

@@ -22,7 +22,7 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -303,6 +303,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
+                    fusion=settings.fusion,
                 )
             else:
                 block = context.build(
@@ -314,6 +315,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
+                    fusion=settings.fusion,
                 )
             cell.seconds.append(time.perf_counter() - started)
             text = normalise(block["context"])
@@ -496,6 +498,7 @@ def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) 
                 vectors=vectors,
                 weights=dict(settings.search_weights),
                 rrf_k=settings.rrf_k,
+                fusion=settings.fusion,
             )
             if block["tokens"]:
                 given.append(block["tokens"])
@@ -512,8 +515,10 @@ def run_coding(
     progress: Callable[[str], None] | None = None,
     path: Path = CODING_SET,
     data: CodingSet | None = None,
+    search: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole benchmark on the coding set (or ``data``), in a throwaway data dir."""
+    """The whole benchmark on the coding set (or ``data``), in a throwaway data dir; ``search``:
+    settings of the hybrid search (``ENGRAM_FUSION``, ...) other than the server's defaults."""
     from engram.settings import load_settings
     from engram.store import Store
     from engram.vectors import Vectors
@@ -527,6 +532,7 @@ def run_coding(
                 "ENGRAM_CONFIG_DIR": f"{tmp}/config",
                 "ENGRAM_EMBEDDER": embedder,
                 "ENGRAM_LOG_LEVEL": "WARNING",
+                **(search or {}),
             }
         )
         settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -272,6 +272,39 @@ def load_coding_agent_life(
     )
 
 
+# coding-paraphrase (shipped in the package) -----------------------------------------------
+
+PACKAGED = Path(__file__).parent / "data"
+
+
+def load_coding_paraphrase(
+    path: Path, name: str, level: str, protocol: str, session_docs: str
+) -> Dataset:
+    """The sessions of the context benchmark's coding set (every event one turn: the prompt,
+    the command with its output, the edit, the answer) and questions asked in other words."""
+    if level != "session":
+        raise DatasetError(f"{name} has session-level gold only; use --level session")
+    spec = _read_json(path)
+    haystack = name
+    sessions = [
+        (
+            s["id"],
+            [
+                Turn(f"{s['id']}/{n}", " ".join(str(v) for v in event.values()), True)
+                for n, event in enumerate(s["events"])
+            ],
+        )
+        for s in _read_json(path.parent / spec["sessions"])["sessions"]
+    ]
+    docs = _group(level, session_docs, haystack, sessions)
+    queries = [
+        Query(q["id"], q["question"], haystack, frozenset(q["gold"]), q["type"])
+        for q in spec["questions"]
+    ]
+    note = f"{len(queries)} questions in other words over {len(sessions)} coding sessions"
+    return Dataset(name, level, protocol, docs, queries, [note])
+
+
 Loader = Callable[[Path, str, str, str, str], Dataset]
 
 LOADERS: dict[str, tuple[str, Loader]] = {
@@ -279,6 +312,7 @@ LOADERS: dict[str, tuple[str, Loader]] = {
     "longmemeval-oracle": ("longmemeval/longmemeval_oracle.json.gz", load_longmemeval),
     "locomo": ("locomo/locomo10.json", load_locomo),
     "coding-agent-life": ("coding-agent-life-v1", load_coding_agent_life),
+    "coding-paraphrase": (str(PACKAGED / "coding-paraphrase-v1.json"), load_coding_paraphrase),
 }
 
 
@@ -291,11 +325,13 @@ def load(
 ) -> Dataset:
     if name not in LOADERS:
         raise DatasetError(f"unknown dataset {name!r}; choose from {', '.join(LOADERS)}")
+    relative, loader = LOADERS[name]
+    if Path(relative).is_absolute():  # shipped in the package: no data dir needed
+        return loader(Path(relative), name, level, protocol, session_docs)
     if not data_dir.is_dir():
         raise DatasetError(
             f"benchmark data dir not found: {data_dir} (pass --data-dir or set ENGRAM_BENCH_DATA)"
         )
-    relative, loader = LOADERS[name]
     if not (data_dir / relative).exists():
         raise DatasetError(f"{name} is not in {data_dir}: {relative} is missing")
     return loader(data_dir / relative, name, level, protocol, session_docs)

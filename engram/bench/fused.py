@@ -15,12 +15,8 @@ from typing import Any
 
 from engram.bench.datasets import Doc
 from engram.bench.retrievers import Bm25Retriever, RetrieverOptions, register
-from engram.bench.vectors import VectorRetriever
+from engram.bench.vectors import VectorRetriever, scored_hits
 from engram.keyword import KeywordHit
-
-
-def _hits(doc_ids: Sequence[str]) -> list[KeywordHit]:
-    return [KeywordHit(doc_id=d, kind="observation", session_id=None, score=0.0) for d in doc_ids]
 
 
 class _StoreStreams(Bm25Retriever):
@@ -37,12 +33,15 @@ class _StoreStreams(Bm25Retriever):
             derive.clear(conn, "vector")
 
     def graph_search(self, query: str, haystack: str, limit: int) -> list[str]:
+        return [h.doc_id for h in self.graph_hits(query, haystack, limit)]
+
+    def graph_hits(self, query: str, haystack: str, limit: int) -> list[KeywordHit]:
         from engram import graph
         from engram.scope import Scope
 
         if self._conn is None:
             self._conn = self.store.engine.connect()
-        return [h.doc_id for h in graph.stream(self._conn, query, Scope(project=haystack), limit)]
+        return list(graph.stream(self._conn, query, Scope(project=haystack), limit))
 
 
 @register("graph")
@@ -57,7 +56,8 @@ class GraphRetriever(_StoreStreams):
 
 @register("hybrid+graph")
 class HybridGraphRetriever:
-    """bm25 + vector + graph, fused by ``engram.search.fuse`` (weighted RRF, k = 60)."""
+    """bm25 + vector + graph with their scores, fused by ``engram.search.fuse`` as the server's
+    hybrid search fuses them (``--fusion``, weights and k: the server's by default)."""
 
     name = "hybrid+graph"
 
@@ -91,11 +91,13 @@ class HybridGraphRetriever:
 
         depth = max(limit, self.options.fusion_depth)
         rankings: dict[str, Any] = {
-            "bm25": _hits(Bm25Retriever.search(self.streams, query, haystack, depth)),
-            "vector": _hits(self.vector.search(query, haystack, depth)),
-            "graph": _hits(self.streams.graph_search(query, haystack, depth)),
+            "bm25": self.streams.hits(query, haystack, depth),
+            "vector": scored_hits(self.vector.scored(query, haystack, depth)),
+            "graph": self.streams.graph_hits(query, haystack, depth),
         }
-        return [hit.doc_id for hit, _ in fuse(rankings, self.weights, limit, k=self.options.rrf_k)]
+        options = self.options
+        fused = fuse(rankings, self.weights, limit, k=options.rrf_k, method=options.fusion)
+        return [hit.doc_id for hit, _ in fused]
 
     def close(self) -> None:
         try:

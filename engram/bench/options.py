@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from engram.settings import LOCAL_MODELS
+from engram.settings import LOCAL_MODELS, default
 
-DATASETS = ("longmemeval-s", "longmemeval-oracle", "locomo", "coding-agent-life", "coding-context")
+SERVER_WEIGHTS = dict(default("ENGRAM_SEARCH_WEIGHTS"))
+"""The fusion's weights and k default to the server's (ENGRAM_SEARCH_WEIGHTS, ENGRAM_RRF_K), so a
+run without options measures what `engram serve` does."""
+SERVER_RRF_K = default("ENGRAM_RRF_K")
+SERVER_FUSION = default("ENGRAM_FUSION")
+
+DATASETS = (
+    "longmemeval-s",
+    "longmemeval-oracle",
+    "locomo",
+    "coding-agent-life",
+    "coding-paraphrase",
+    "coding-context",
+)
 CONTEXT_DATASETS = ("coding-context", "longmemeval-s", "locomo")
 CONTEXT_ONLY = ("coding-context",)
 """Data sets with no retrieval gold: the context benchmark only."""
@@ -43,6 +56,9 @@ Datasets (read from the data dir at run time, never copied):
                       (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial);
                       malformed evidence ids are repaired or dropped, counts printed
   coding-agent-life   15 coding-agent sessions, 15 queries (session level; a smoke test)
+  coding-paraphrase   Engram's own, shipped in the package: the 24 sessions of
+                      coding-context and 30 questions asked in other words than the
+                      session used (session level; where keywords fail and vectors help)
 
   coding-context      Engram's own: 24 coding-agent sessions (a Go service, a React app, a
                       data pipeline; long outputs, tracebacks, diffs) and 40 questions a
@@ -134,32 +150,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hybrid: documents taken from each ranking before fusion (default 100)",
     )
     parser.add_argument(
+        "--fusion",
+        choices=("score", "rrf"),
+        default=SERVER_FUSION,
+        help=f"hybrid: how the streams are fused (default {SERVER_FUSION}, the server's "
+        "ENGRAM_FUSION): score = each stream's scores scaled over its top 20 and weighted by "
+        "how far its best hit stands out; rrf = weighted Reciprocal Rank Fusion",
+    )
+    parser.add_argument(
         "--rrf-k",
         type=int,
-        default=60,
+        default=SERVER_RRF_K,
         metavar="K",
-        help="hybrid: RRF rank offset k (default 60; smaller trusts each stream's top ranks more)",
+        help=f"hybrid: RRF rank offset k (default {SERVER_RRF_K}, the server's ENGRAM_RRF_K; "
+        "smaller trusts each stream's top ranks more)",
     )
     parser.add_argument(
         "--bm25-weight",
         type=float,
-        default=1.0,
+        default=SERVER_WEIGHTS["bm25"],
         metavar="W",
-        help="hybrid: RRF weight of the bm25 ranking (default 1.0)",
+        help=f"hybrid: RRF weight of the bm25 ranking (default {SERVER_WEIGHTS['bm25']}, the "
+        "server's)",
     )
     parser.add_argument(
         "--vector-weight",
         type=float,
-        default=1.0,
+        default=SERVER_WEIGHTS["vector"],
         metavar="W",
-        help="hybrid: RRF weight of the vector ranking (default 1.0)",
+        help=f"hybrid: RRF weight of the vector ranking (default {SERVER_WEIGHTS['vector']}, the "
+        "server's)",
     )
     parser.add_argument(
         "--graph-weight",
         type=float,
-        default=0.5,
+        default=SERVER_WEIGHTS["graph"],
         metavar="W",
-        help="hybrid+graph: RRF weight of the graph ranking (default 0.5)",
+        help=f"hybrid+graph: RRF weight of the graph ranking (default {SERVER_WEIGHTS['graph']}, "
+        "the server's)",
     )
     parser.add_argument(
         "--limit",

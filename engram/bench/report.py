@@ -30,6 +30,83 @@ CATEGORY_COLUMNS = (
 )
 
 
+STREAMS = ("bm25", "vector", "graph")
+"""Retrievers that are one of the server's search streams; the others (hybrid, hybrid+graph)
+fuse them and must never lose to the best of them."""
+HEADLINE = {
+    "longmemeval": "recall_all@5",
+    "locomo": "recall@10",
+    "coding-agent-life": "recall_any@1",
+    "coding-paraphrase": "recall_any@5",
+}
+"""The metric each dataset's targets are stated in (docs/benchmarks.md); MRR is compared too."""
+
+
+def headline(dataset: Dataset) -> str:
+    return next((m for name, m in HEADLINE.items() if dataset.name.startswith(name)), "recall@10")
+
+
+def paired(
+    dataset: Dataset, results: Sequence[RetrieverResult], metric: str
+) -> list[dict[str, Any]]:
+    """For each fused retriever, per category and over all questions: the best single stream
+    by ``metric`` there, both means, and the questions on which the fusion did better, the
+    same, or worse than that stream."""
+    streams = [r for r in results if r.name in STREAMS and r.rows]
+    fused = [r for r in results if r.name not in STREAMS and r.name != "grep" and r.rows]
+    if not streams or not fused:
+        return []
+    by_category: dict[str, list[int]] = {}
+    for n, query in enumerate(dataset.queries):
+        by_category.setdefault(query.category, []).append(n)
+    groups = {"all": list(range(len(dataset.queries))), **dict(sorted(by_category.items()))}
+    if len(groups) == 2:  # one category: it is "all"
+        del groups[dataset.queries[0].category]
+    out = []
+    for fusion in fused:
+        for category, members in groups.items():
+
+            def mean(r: RetrieverResult, members: list[int] = members) -> float:
+                return sum(r.rows[n][metric] for n in members) / len(members)
+
+            best = max(streams, key=mean)
+            diffs = [fusion.rows[n][metric] - best.rows[n][metric] for n in members]
+            out.append(
+                {
+                    "fusion": fusion.name,
+                    "category": category,
+                    "metric": metric,
+                    "n": len(members),
+                    "best": best.name,
+                    "fusionMean": mean(fusion),
+                    "bestMean": mean(best),
+                    "wins": sum(1 for d in diffs if d > 1e-12),
+                    "ties": sum(1 for d in diffs if abs(d) <= 1e-12),
+                    "losses": sum(1 for d in diffs if d < -1e-12),
+                }
+            )
+    return out
+
+
+def paired_table(rows: Sequence[dict[str, Any]], markdown: bool = False) -> str:
+    headers = ["fusion", "category", "n", "metric", "fused", "best stream", "best", "won/tied/lost"]
+    body = [
+        [
+            r["fusion"],
+            r["category"],
+            str(r["n"]),
+            r["metric"],
+            _cell(r["metric"], r["fusionMean"]),
+            r["best"],
+            _cell(r["metric"], r["bestMean"]),
+            f"{r['wins']}/{r['ties']}/{r['losses']}"
+            + ("" if r["fusionMean"] >= r["bestMean"] - 1e-12 else "  LOSES"),
+        ]
+        for r in rows
+    ]
+    return _table(headers, body, markdown)
+
+
 def _cell(key: str, value: float) -> str:
     return f"{value:.3f}" if key in ("ndcg@10", "mrr") else f"{100 * value:.1f}"
 
@@ -108,8 +185,22 @@ def render(
         "",
         main_table(results, markdown),
     ]
-    if 1 < len({c for r in results for c in r.by_category}) <= MAX_CATEGORIES:
+    categories = len({c for r in results for c in r.by_category})
+    if 1 < categories <= MAX_CATEGORIES:
         parts += ["", "Per category:", "", category_table(results, markdown)]
+    comparisons = [
+        row
+        for metric in dict.fromkeys((headline(dataset), "mrr"))
+        for row in paired(dataset, results, metric)
+        if categories <= MAX_CATEGORIES or row["category"] == "all"
+    ]
+    if comparisons:
+        parts += [
+            "",
+            "Fusion against the best single stream (per question: won / tied / lost):",
+            "",
+            paired_table(comparisons, markdown),
+        ]
     return "\n".join(parts)
 
 
@@ -128,4 +219,9 @@ def as_json(
         "notes": dataset.notes,
         "options": options,
         "retrievers": {r.name: r.as_json() for r in results},
+        "paired": [
+            row
+            for metric in dict.fromkeys((headline(dataset), "mrr"))
+            for row in paired(dataset, results, metric)
+        ],
     }

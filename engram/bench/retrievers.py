@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from engram.analysis import STOP_WORDS
 from engram.bench.datasets import Doc
-from engram.bench.vectors import RRF_K, VectorRetriever, rrf
+from engram.bench.options import SERVER_FUSION, SERVER_RRF_K, SERVER_WEIGHTS
+from engram.bench.vectors import VectorRetriever, scored_hits
 
 
 class Retriever(Protocol):
@@ -42,11 +43,13 @@ class RetrieverOptions:
     """Settings a retriever may use (``engram bench`` options)."""
 
     cache_dir: Path | None = None  # embedding cache; None = ENGRAM_BENCH_CACHE or ~/.cache/...
-    bm25_weight: float = 1.0  # hybrid: RRF weight of the bm25 stream
-    vector_weight: float = 1.0  # hybrid: RRF weight of the vector stream
+    # the fusion's weights and k: the server's defaults (ENGRAM_SEARCH_WEIGHTS, ENGRAM_RRF_K)
+    bm25_weight: float = SERVER_WEIGHTS["bm25"]
+    vector_weight: float = SERVER_WEIGHTS["vector"]
     fusion_depth: int = 100  # hybrid: documents asked of each stream (at least the limit)
-    rrf_k: int = RRF_K  # hybrid: RRF's rank offset; smaller trusts the top ranks more
-    graph_weight: float = 0.5  # hybrid+graph: RRF weight of the graph stream
+    rrf_k: int = SERVER_RRF_K  # RRF's rank offset; smaller trusts the top ranks more
+    graph_weight: float = SERVER_WEIGHTS["graph"]
+    fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
     embedder: Any = None  # vector: None = the local MiniLM
     progress: Callable[[str], None] = _quiet
 
@@ -144,12 +147,15 @@ class Bm25Retriever:
                 )
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        return [hit.doc_id for hit in self.hits(query, haystack, limit)]
+
+    def hits(self, query: str, haystack: str, limit: int) -> list[Any]:
+        """The keyword index's hits (``KeywordHit``: id and BM25 score), best first."""
         from engram.scope import Scope
 
         if self._conn is None:  # one read connection for all queries: no pool checkout per call
             self._conn = self.store.engine.connect()
-        hits = self.store.keyword.search(self._conn, query, Scope(project=haystack), limit)
-        return [hit.doc_id for hit in hits]
+        return list(self.store.keyword.search(self._conn, query, Scope(project=haystack), limit))
 
     def close(self) -> None:
         if self._conn is not None:
@@ -167,10 +173,9 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
 
 @register("hybrid")
 class HybridRetriever:
-    """Weighted Reciprocal Rank Fusion (k = ``rrf_k``, 60 by default) of the bm25 and vector
-    retrievers' rankings,
-    each asked for the top ``fusion_depth`` (at least ``limit``) of the haystack; weights are
-    renormalised over the streams that answered."""
+    """Weighted Reciprocal Rank Fusion (k = ``rrf_k``; weights and k the server's by default)
+    of the bm25 and vector retrievers' rankings, each asked for the top ``fusion_depth`` (at
+    least ``limit``) of the haystack; weights are renormalised over the streams that answered."""
 
     name = "hybrid"
 
@@ -195,13 +200,16 @@ class HybridRetriever:
         self.vector.add(docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        from engram.search import fuse
+
         depth = max(limit, self.options.fusion_depth)
-        rankings = [
-            self.bm25.search(query, haystack, depth),
-            self.vector.search(query, haystack, depth),
-        ]
-        weights = [self.options.bm25_weight, self.options.vector_weight]
-        return rrf(rankings, weights, limit, k=self.options.rrf_k)
+        rankings = {
+            "bm25": self.bm25.hits(query, haystack, depth),
+            "vector": scored_hits(self.vector.scored(query, haystack, depth)),
+        }
+        weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
+        fused = fuse(rankings, weights, limit, k=self.options.rrf_k, method=self.options.fusion)
+        return [hit.doc_id for hit, _ in fused]
 
     def close(self) -> None:
         try:

@@ -42,9 +42,13 @@ class RetrieverResult:
     index_seconds: float
     queries: int
     prepare_seconds: float = 0.0  # part of index_seconds spent in ``prepare`` (embedding)
+    rows: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    """Every metric of every query, in the dataset's query order (for paired comparisons)."""
 
     def as_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        del out["rows"]  # thousands of rows; the paired counts are in the report
+        return out
 
 
 def _quiet(_: str) -> None:
@@ -87,6 +91,7 @@ def run_retriever(
         index_seconds=index_seconds,
         queries=len(rows),
         prepare_seconds=prepare_seconds,
+        rows=rows,
     )
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from engram.bench.datasets import Doc
+from engram.bench.options import SERVER_RRF_K
 from engram.embedders.base import embed_queries, is_asymmetric
 
-RRF_K = 60
 EMBED_CHUNK = 256
 """Texts embedded (sorted by length, so batches pad little) and committed to the cache at once."""
 PROGRESS_SECONDS = 10.0
@@ -238,6 +238,10 @@ class VectorRetriever:
             self._matrix.pop(doc.haystack, None)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
+        return [doc_id for doc_id, _ in self.scored(query, haystack, limit)]
+
+    def scored(self, query: str, haystack: str, limit: int) -> list[tuple[str, float]]:
+        """Document ids of ``haystack`` with their cosine similarity, best first."""
         import numpy as np
 
         ids = self._ids.get(haystack)
@@ -259,7 +263,7 @@ class VectorRetriever:
             top = np.arange(len(ids))
         # best score first; ties by document order (stable, deterministic)
         order = top[np.lexsort((top, -scores[top]))]
-        return [ids[i] for i in order]
+        return [(ids[i], float(scores[i])) for i in order]
 
     def close(self) -> None:
         self._vectors.clear()
@@ -281,11 +285,18 @@ def _fused(
         f"s{i}": [KeywordHit(doc_id=d, kind="doc", session_id=None, score=0.0) for d in ranking]
         for i, ranking in enumerate(rankings)
     }
-    return fuse(named, {f"s{i}": w for i, w in enumerate(weights)}, k=k)
+    return fuse(named, {f"s{i}": w for i, w in enumerate(weights)}, k=k, method="rrf")
+
+
+def scored_hits(scored: Sequence[tuple[str, float]]) -> list[Any]:
+    """(id, score) pairs as the hits ``engram.search.fuse`` takes."""
+    from engram.keyword import KeywordHit
+
+    return [KeywordHit(doc_id=d, kind="doc", session_id=None, score=x) for d, x in scored]
 
 
 def rrf_scores(
-    rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = RRF_K
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = SERVER_RRF_K
 ) -> dict[str, float]:
     """Weighted Reciprocal Rank Fusion: score(d) = sum over streams s that ranked d of
     w_s / (k + rank_s(d)), ranks from 1. Weights are renormalised to sum to 1 over the streams
@@ -295,7 +306,7 @@ def rrf_scores(
 
 
 def rrf(
-    rankings: Sequence[Sequence[str]], weights: Sequence[float], limit: int, k: int = RRF_K
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], limit: int, k: int = SERVER_RRF_K
 ) -> list[str]:
     """Fused ranking, best first; ties by best rank in any stream, then stream order (the
     server's ``engram.search.fuse``)."""
