@@ -147,7 +147,7 @@ def build(
         last_section.append((f"## Last session ({when}, {last.id})", _summary_items(last.summary)))
         open_items = [Item(f"- Unresolved: {e}") for e in summary.get("unresolvedErrors", [])]
         if open_items:
-            last_section.append(("## Open items", open_items))
+            last_section.append((f"## Open items ({last.id})", open_items))
 
     if query:
         hits = find(RELEVANT_HITS, ("observation", "summary"), per_session=RELEVANT_PER_SESSION)
