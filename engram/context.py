@@ -393,11 +393,13 @@ def _summary_items(text: str | None) -> list[Item]:
     (shown only with at least one of them)."""
     items: list[Item] = []
     for line in _lines(text):
-        if line.startswith("- ") and items and items[-1].needs_body:
-            items[-1].body.append(line)
+        last = items[-1] if items else None
+        if line.startswith("- ") and last is not None and last.head.endswith(":"):
+            last.needs_body = True  # a list's heading: shown only with its first entry
+            last.body.append(line)
         else:
-            items.append(Item(line, needs_body=line.endswith(":")))
-    return [item for item in items if item.body or not item.needs_body]
+            items.append(Item(line))  # a line that only ends in ":" stays a line
+    return items
 
 
 def _sessions_in_depth(

@@ -168,3 +168,15 @@ def test_a_summary_list_heading_is_never_shown_without_an_entry() -> None:
         "Errors:"
         not in context._fit("# h", [("## Last session", items[1:])], fits_heading, {})["context"]
     )
+
+
+def test_a_summary_line_ending_in_a_colon_is_kept() -> None:
+    """Only a line followed by its entries is a list's heading; a request that ends in ":" is
+    shown like any other line."""
+    items = context._summary_items("Request: fix the two failing tests:\nOutcome: completed")
+    assert [(i.head, i.body, i.needs_body) for i in items] == [
+        ("Request: fix the two failing tests:", [], False),
+        ("Outcome: completed", [], False),
+    ]
+    text = context._fit("# h", [("## Last session", items)], 200, {})["context"]
+    assert "Request: fix the two failing tests:" in text
