@@ -16,6 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
@@ -293,6 +294,14 @@ graph_edges = Table(
     Column("agent", String(ID), primary_key=True),
     Column("weight", Integer, nullable=False),
     Index("ix_graph_edges_src_weight", "src", "weight"),
+    # Emptied edges by their destination, for graph.collect: only rows at weight 0 are in it
+    # (collect deletes them in the transaction that emptied them), so it costs writes nothing.
+    Index(
+        "ix_graph_edges_empty_dst",
+        "dst",
+        sqlite_where=text("weight <= 0"),
+        postgresql_where=text("weight <= 0"),
+    ),
 )
 
 # Which entities a session holds for same_session edges, with how many of its documents name

@@ -15,6 +15,7 @@ from sqlalchemy import (
     case,
     delete,
     insert,
+    literal_column,
     select,
     update,
 )
@@ -171,8 +172,11 @@ def collect(conn: Connection, touched: set[int]) -> None:
     if not touched:
         return
     ids, g = sorted(touched), graph_edges.c
+    # a literal 0: the planner uses the partial index on emptied edges only for "weight <= 0"
+    # as written in its definition, not for a bound parameter
+    empty = g.weight <= literal_column("0")
     for column in (g.src, g.dst):
-        conn.execute(delete(graph_edges).where(column.in_(ids), g.weight <= 0))
+        conn.execute(delete(graph_edges).where(column.in_(ids), empty))
     conn.execute(
         delete(graph_entities).where(graph_entities.c.id.in_(ids), graph_entities.c.doc_count <= 0)
     )
