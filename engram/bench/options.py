@@ -41,10 +41,11 @@ Retrievers:
          512 tokens, "query: "/"passage: " prefixes), ranked by cosine similarity within
          the haystack (numpy, brute force); embeddings cached on disk (--cache-dir), so
          a second run embeds nothing
-  hybrid weighted Reciprocal Rank Fusion (score = sum of w / (k + rank), k = --rrf-k) of
-         the bm25 and vector rankings (top --fusion-depth of each), weights --bm25-weight /
-         --vector-weight renormalised over the streams that answered; the fusion is the
-         server's own (engram.search.fuse)
+  hybrid the bm25 and vector rankings (top --fusion-depth of each) fused as the server
+         fuses them (engram.search.fuse; --fusion: score, the default, scales each stream's
+         scores and trusts a stream by how far its best hit stands out; rrf = weighted
+         Reciprocal Rank Fusion, k = --rrf-k), weights --bm25-weight / --vector-weight
+         renormalised over the streams that answered
   graph  the server's knowledge-graph stream: documents naming the entities the query names
   hybrid+graph  bm25 + vector + graph fused as the server's hybrid search does
          (--graph-weight for the graph stream)

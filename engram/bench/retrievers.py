@@ -173,9 +173,9 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
 
 @register("hybrid")
 class HybridRetriever:
-    """Weighted Reciprocal Rank Fusion (k = ``rrf_k``; weights and k the server's by default)
-    of the bm25 and vector retrievers' rankings, each asked for the top ``fusion_depth`` (at
-    least ``limit``) of the haystack; weights are renormalised over the streams that answered."""
+    """The bm25 and vector retrievers' rankings, each asked for the top ``fusion_depth`` (at
+    least ``limit``) of the haystack, fused by the server's ``fuse`` (method, weights and k the
+    server's by default); weights are renormalised over the streams that answered."""
 
     name = "hybrid"
 
