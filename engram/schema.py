@@ -294,8 +294,9 @@ graph_edges = Table(
     Column("agent", String(ID), primary_key=True),
     Column("weight", Integer, nullable=False),
     Index("ix_graph_edges_src_weight", "src", "weight"),
-    # Emptied edges by their destination, for graph.collect: only rows at weight 0 are in it
-    # (collect deletes them in the transaction that emptied them), so it costs writes nothing.
+    # Emptied edges by their destination, for graph.collect: only an edge whose weight reaches
+    # 0 enters it, and collect deletes it in the same transaction, so the index stays near
+    # empty and an ordinary edge write never touches it.
     Index(
         "ix_graph_edges_empty_dst",
         "dst",
