@@ -1,5 +1,6 @@
 """Test helpers: an authenticated API wrapper, real engram processes, polling without sleeps
-of fixed length, a throw-away PostgreSQL database."""
+of fixed length, a throw-away PostgreSQL database, a local JSON endpoint standing in for a
+remote model API."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +227,42 @@ class Cluster:
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()
+
+
+class JsonEndpoint:
+    """A real HTTP server on 127.0.0.1 for a remote model API's protocol: every POST is recorded
+    (``requests``: path, JSON body, Authorization and Content-Type headers) and answered by
+    ``answer(payload)`` -> (status, raw body). ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, answer: Callable[[Any], tuple[int, bytes]]) -> None:
+        self.requests: list[dict[str, Any]] = []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.requests.append(
+                    {
+                        "path": self.path,
+                        "body": payload,
+                        "auth": self.headers.get("Authorization"),
+                        "type": self.headers.get("Content-Type"),
+                    }
+                )
+                status, body = answer(payload)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from engram.embedders.local import LocalMiniLMEmbedder, default_model_path
 from engram.embedders.openai import OpenAIEmbedder
 from engram.settings import SettingsError
 from tests.conftest import make_settings
+from tests.support import JsonEndpoint
 
 # ---------------------------------------------------------------------------------------------
 # A fake OpenAI-compatible /v1/embeddings server
@@ -40,66 +40,31 @@ def unit(vector: list[float]) -> list[float]:
     return [x / norm for x in vector]
 
 
-class FakeServer:
+class FakeServer(JsonEndpoint):
+    """``POST /v1/embeddings`` in OpenAI's shape, answered out of index order."""
+
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.mode = "ok"  # ok | 500 | not-json | no-data | short | reversed
-        fake = self
+        self.mode = "ok"  # ok | 500 | not-json | no-data | short
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                payload = json.loads(body)
-                fake.requests.append(
-                    {
-                        "path": self.path,
-                        "body": payload,
-                        "auth": self.headers.get("Authorization"),
-                        "type": self.headers.get("Content-Type"),
-                    }
-                )
-                if fake.mode == "500":
-                    self._send(500, b'{"error": {"message": "model exploded"}}')
-                    return
-                if fake.mode == "not-json":
-                    self._send(200, b"<html>gateway</html>")
-                    return
-                if fake.mode == "no-data":
-                    self._send(200, b'{"object": "list"}')
-                    return
-                items = [
-                    {"object": "embedding", "index": i, "embedding": fake_vector(text)}
-                    for i, text in enumerate(payload["input"])
-                ]
-                if fake.mode == "short":
-                    items = items[:-1]
-                # answer out of index order: the client must sort by data[i].index
-                items.reverse()
-                self._send(
-                    200,
-                    json.dumps(
-                        {"object": "list", "data": items, "model": payload["model"]}
-                    ).encode(),
-                )
-
-            def _send(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _answer(self, payload: Any) -> tuple[int, bytes]:
+        if self.mode == "500":
+            return 500, b'{"error": {"message": "model exploded"}}'
+        if self.mode == "not-json":
+            return 200, b"<html>gateway</html>"
+        if self.mode == "no-data":
+            return 200, b'{"object": "list"}'
+        items = [
+            {"object": "embedding", "index": i, "embedding": fake_vector(text)}
+            for i, text in enumerate(payload["input"])
+        ]
+        if self.mode == "short":
+            items = items[:-1]
+        # answer out of index order: the client must sort by data[i].index
+        items.reverse()
+        return 200, json.dumps(
+            {"object": "list", "data": items, "model": payload["model"]}
+        ).encode()
 
 
 @pytest.fixture

@@ -1,17 +1,15 @@
 """Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM
-Studio), with the standard library only."""
+Studio), with the standard library only (``engram.httpjson``)."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 from engram.embedders.base import EmbedderError, batches, l2_normalise
+from engram.httpjson import EndpointError, post_json
 
 
 def _slug(text: str) -> str:
@@ -66,36 +64,23 @@ class OpenAIEmbedder:
         return out
 
     def _request(self, texts: list[str]) -> list[list[float]]:
-        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode("utf-8", "replace").strip()
-            raise EmbedderError(
-                f"embedding endpoint {self.url} answered HTTP {exc.code}"
-                + (f": {detail}" if detail else "")
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbedderError(
-                f"embedding endpoint {self.url} is unreachable: {reason} "
-                "(check ENGRAM_EMBEDDING_URL and that the server is running)"
-            ) from None
-        return self._parse(raw, len(texts))
+            payload = post_json(
+                self.url,
+                {"model": self.model, "input": texts},
+                self._api_key,
+                self.timeout,
+                "embedding endpoint",
+                hint="check ENGRAM_EMBEDDING_URL and that the server is running",
+            )
+        except EndpointError as exc:
+            raise EmbedderError(str(exc)) from None
+        return self._parse(payload, len(texts))
 
-    def _parse(self, raw: bytes, expected: int) -> list[list[float]]:
+    def _parse(self, payload: Any, expected: int) -> list[list[float]]:
         def bad(why: str) -> EmbedderError:
             return EmbedderError(f"malformed answer from embedding endpoint {self.url}: {why}")
 
-        try:
-            payload: Any = json.loads(raw)
-        except ValueError:
-            raise bad(f"not JSON: {raw[:200]!r}") from None
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):
             raise bad("no 'data' list")
