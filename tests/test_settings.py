@@ -137,6 +137,15 @@ def test_settings_are_read_only(settings: Settings) -> None:
     assert "secret=" not in repr(settings)
 
 
+def test_api_keys_never_show_in_the_settings_repr() -> None:
+    keyed = load_settings(
+        environ={"ENGRAM_EMBEDDING_API_KEY": "sk-embed-77", "ENGRAM_RERANKER_API_KEY": "sk-rr-88"}
+    )
+    assert keyed.embedding_api_key == "sk-embed-77" and keyed.reranker_api_key == "sk-rr-88"
+    shown = repr(keyed)
+    assert "sk-embed-77" not in shown and "sk-rr-88" not in shown and "api_key" not in shown
+
+
 def test_the_env_file_example_lists_every_setting() -> None:
     """infra/engram.env.example promises every ENGRAM_* setting with its default."""
     example = (Path(__file__).resolve().parents[1] / "infra" / "engram.env.example").read_text()

@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify
 
 from engram import context, search
 from engram.api.errors import ApiError
-from engram.api.util import json_body, scope_from, settings, store, vectors
+from engram.api.util import json_body, reranker, scope_from, settings, store, vectors
 
 bp = Blueprint("recall", __name__)
 MAX_QUERY_CHARS = 4000
@@ -38,6 +38,7 @@ def search_() -> Any:
     if errors or not isinstance(query, str):
         raise ApiError(422, "invalid search", details={"fields": errors})
     scope = scope_from(body.get("project"), body.get("agentId"))
+    chosen, problem = reranker()
     try:
         result = search.search(
             store(),
@@ -50,9 +51,13 @@ def search_() -> Any:
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
             fusion=settings().fusion,
+            reranker=chosen,
+            rerank_depth=settings().rerank_depth,
         )
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
+    if problem is not None:
+        result.setdefault("degraded", {})["rerank"] = problem
     return jsonify(result)
 
 

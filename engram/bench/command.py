@@ -57,6 +57,17 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--fusion-depth must be at least 1")
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
+    if args.rerank_depth < 1:
+        return _fail("--rerank-depth must be at least 1")
+    reranker = None
+    if args.reranker == "local":
+        from engram.rerank import LocalCrossEncoder, RerankError
+
+        reranker = LocalCrossEncoder()
+        try:
+            reranker.load()
+        except RerankError as exc:
+            return _fail(str(exc))
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else None
     embedder = None
     if any(n in ("vector", "hybrid", "hybrid+graph") for n in names):
@@ -70,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
         graph_weight=args.graph_weight,
         fusion=args.fusion,
         embedder=embedder,
+        reranker=reranker,
+        rerank_depth=args.rerank_depth,
     )
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
@@ -108,6 +121,8 @@ def main(args: argparse.Namespace) -> int:
             "fusionDepth": args.fusion_depth,
             "rrfK": args.rrf_k,
             "fusion": args.fusion,
+            "reranker": args.reranker,
+            "rerankDepth": args.rerank_depth if reranker is not None else None,
             "graphWeight": args.graph_weight,
             "embedder": embedder.name if embedder is not None else None,
         }

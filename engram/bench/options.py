@@ -159,6 +159,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "how far its best hit stands out; rrf = weighted Reciprocal Rank Fusion",
     )
     parser.add_argument(
+        "--reranker",
+        choices=("off", "local"),
+        default="off",
+        help="hybrid: reorder the fused top --rerank-depth with the server's reranker "
+        "(engram.search.rerank; local = ENGRAM_RERANKER=local's cross-encoder; default off, "
+        "the server's default). Meant for --level turn: it reads each document whole",
+    )
+    parser.add_argument(
+        "--rerank-depth",
+        type=int,
+        default=20,
+        metavar="N",
+        help="hybrid with --reranker: fused hits the reranker reads (default 20, the server's "
+        "ENGRAM_RERANK_DEPTH)",
+    )
+    parser.add_argument(
         "--rrf-k",
         type=int,
         default=SERVER_RRF_K,

@@ -51,6 +51,8 @@ class RetrieverOptions:
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
     embedder: Any = None  # vector: None = the local MiniLM
+    reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
+    rerank_depth: int = 20
     progress: Callable[[str], None] = _quiet
 
 
@@ -191,6 +193,7 @@ class HybridRetriever:
             self.bm25.close()
             raise
         self.vector.name = self.name  # progress lines say [hybrid]
+        self._texts: dict[str, str] = {}  # for the reranker
 
     def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
         self.vector.prepare(docs, queries)
@@ -198,9 +201,11 @@ class HybridRetriever:
     def add(self, docs: Sequence[Doc]) -> None:
         self.bm25.add(docs)
         self.vector.add(docs)
+        if self.options.reranker is not None:
+            self._texts.update((d.doc_id, d.text) for d in docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
-        from engram.search import fuse
+        from engram.search import fuse, rerank
 
         depth = max(limit, self.options.fusion_depth)
         rankings = {
@@ -208,8 +213,14 @@ class HybridRetriever:
             "vector": scored_hits(self.vector.scored(query, haystack, depth)),
         }
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
-        fused = fuse(rankings, weights, limit, k=self.options.rrf_k, method=self.options.fusion)
-        return [hit.doc_id for hit, _ in fused]
+        reranking = self.options.reranker is not None
+        depth = max(limit, self.options.rerank_depth) if reranking else limit
+        fused = fuse(rankings, weights, depth, k=self.options.rrf_k, method=self.options.fusion)
+        ordered = [hit for hit, _ in fused]
+        if reranking:
+            head = [{"id": h.doc_id, "text": self._texts[h.doc_id]} for h in ordered[:depth]]
+            ordered = rerank(self.options.reranker, query, ordered, head, depth)
+        return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:
         try:

