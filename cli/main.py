@@ -407,6 +407,7 @@ def render_status(report: dict[str, Any], url: str) -> str:
             + ", ".join(
                 f"{target} {lag.get('pending', 0)} queued"
                 + (f" (oldest {lag.get('lagSeconds', 0):.0f}s)" if lag.get("pending") else "")
+                + (f", waiting for the {lag['waitingFor']} to end" if lag.get("waitingFor") else "")
                 for target, lag in derived.items()
             )
         )

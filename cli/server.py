@@ -111,6 +111,7 @@ class Gateway:
                     capture_busy=functools.partial(drains.capture_waiting, store),
                     vector_batch=self.settings.embedding_batch,
                     keep_observations=self.settings.vector_max_observations,
+                    bulk_busy=store.bulk_running,
                     work=(work,),
                 )
                 for work in (GRAPH, VECTOR)

@@ -105,6 +105,39 @@ class LiveGate:
             self._cond.wait_for(lambda: not self._live, timeout)
 
 
+class BulkMark:
+    """Bulk work in progress (an import): the embedded derived lanes wait while it runs
+    (``engram.lane``), so an embedding batch (seconds of CPU that cannot stop for a live request)
+    and graph extraction (Python, on the GIL) do not sit beside a hook's request on a machine
+    the import already keeps busy.
+
+    An import arrives as a series of bounded requests; the gap between two is its client reading
+    and sending the next, so an import counts as running until ``QUIET_SECONDS`` after its last
+    request ended."""
+
+    QUIET_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._ended = -float("inf")
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with self._lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._ended = time.monotonic()
+
+    def recent(self) -> bool:
+        """An import is running, or one ended less than ``QUIET_SECONDS`` ago."""
+        return self._running > 0 or time.monotonic() - self._ended < self.QUIET_SECONDS
+
+
 class Store:
     def __init__(self, engine: Engine, keyword: KeywordIndex | None = None) -> None:
         self.engine = engine
@@ -115,6 +148,7 @@ class Store:
         # in order of arrival.
         self._write_lock = WriteLock() if is_sqlite(engine) else None
         self.gate = LiveGate()
+        self.bulk_mark = BulkMark()
 
     @classmethod
     def open(cls, database_url: str) -> Store:
@@ -152,6 +186,13 @@ class Store:
         return self.gate.busy() or (
             self._write_lock is not None and self._write_lock.live_waiting()
         )
+
+    def bulk(self) -> AbstractContextManager[None]:
+        """Mark bulk work (an import) running for its whole duration (``BulkMark``)."""
+        return self.bulk_mark.running()
+
+    def bulk_running(self) -> bool:
+        return self.bulk_mark.recent()
 
     def step_aside(self) -> None:
         """Called by background work before its next transaction: wait (bounded) while live

@@ -389,8 +389,19 @@ def import_(
     """Import in bounded transactions of ``batch`` items. The whole document is validated first,
     so a malformed one changes nothing; a failure part-way (the store went away) leaves the
     batches before it imported, and importing the same document again completes it (items are
-    inserted by id: merge overwrites, skip leaves what is there)."""
-    validate(document, strategy)
+    inserted by id: merge overwrites, skip leaves what is there). The store counts it as bulk
+    work while it runs (``Store.bulk``): the embedded vector lane waits for it."""
+    with store.bulk():
+        validate(document, strategy)
+        counts = _import_items(store, document, strategy, batch)
+        with store.write() as conn:
+            audit.record(conn, actor, "import", "store", strategy, counts)
+    return counts
+
+
+def _import_items(
+    store: Store, document: dict[str, Any], strategy: str, batch: int
+) -> dict[str, int]:
     counts = {"sessions": 0, "observations": 0, "memories": 0, "skipped": 0, "updated": 0}
     per_item = strategy
     if strategy == "replace":
@@ -414,8 +425,6 @@ def import_(
                     if store.live_pending():  # a hook arrived: let it have the lock next
                         break
             start = end
-    with store.write() as conn:
-        audit.record(conn, actor, "import", "store", strategy, counts)
     return counts
 
 

@@ -216,7 +216,7 @@ def test_ctrl_c_stops_an_import_between_pieces_and_a_rerun_completes_it(tmp_path
         cluster.serve()
         memories = [
             {"id": f"mem_{n:06d}", "project": "bulk", "content": f"bulk fact {n} " * 8}
-            for n in range(4000)
+            for n in range(12000)  # enough that the import is still running at the signal
         ]
         export = tmp_path / "export.json"
         export.write_text(json.dumps({"version": 1, "memories": memories}))
@@ -225,8 +225,8 @@ def test_ctrl_c_stops_an_import_between_pieces_and_a_rerun_completes_it(tmp_path
             command, env=cluster.env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert running.stderr is not None
-        first = running.stderr.readline()  # "  200/4000 items": the first piece is stored
-        assert "/4000 items" in first, first
+        first = running.stderr.readline()  # "  200/12000 items": the first piece is stored
+        assert "/12000 items" in first, first
         running.send_signal(signal.SIGINT)
         _, rest = running.communicate(timeout=60)
         assert running.returncode == 130, rest
@@ -241,7 +241,7 @@ def test_ctrl_c_stops_an_import_between_pieces_and_a_rerun_completes_it(tmp_path
         store = cluster.store()
         try:
             with store.read() as conn:  # every item once: the re-run merged what was there
-                assert conn.execute(select(func.count()).select_from(table)).scalar() == 4000
+                assert conn.execute(select(func.count()).select_from(table)).scalar() == 12000
         finally:
             store.close()
     finally:

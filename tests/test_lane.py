@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from engram import derive, lane
 from engram.lane import DerivedLane
@@ -69,6 +73,49 @@ def test_lane_never_starves_behind_endless_capture(store: Store, tmp_path: Path)
         assert time.monotonic() - started >= lane.MAX_YIELD_SECONDS * 0.9
     finally:
         derived.stop(5)
+
+
+@contextmanager
+def _lane_behind_bulk_work(
+    store: Store, tmp_path: Path, documents: int, bound: float
+) -> Iterator[tuple[DerivedLane, threading.Event]]:
+    """A graph lane with ``documents`` queued, told that bulk work runs, which it may wait for
+    at most ``bound`` seconds; started and kicked."""
+    for n in range(documents):
+        edit(store, "p", f"bulk-{documents}", f"bulk/file_{n}.py")
+    bulk = threading.Event()
+    bulk.set()
+    derived = DerivedLane(
+        store,
+        Vectors(make_settings(tmp_path), store),
+        capture_busy=lambda: False,
+        bulk_busy=bulk.is_set,
+        vector_batch=8,
+        graph_batch=5,
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lane, "BULK_MAX_YIELD_SECONDS", bound)
+        derived.start()
+        try:
+            derived.kick()
+            yield derived, bulk
+        finally:
+            derived.stop(5)
+
+
+def test_lane_given_bulk_busy_waits_while_bulk_work_runs(store: Store, tmp_path: Path) -> None:
+    with _lane_behind_bulk_work(store, tmp_path, 20, bound=30.0) as (derived, bulk):
+        time.sleep(0.5)
+        assert graph_pending(store) == 20 and derived.steps == 0 and derived.yields > 0
+        bulk.clear()  # long before the bound: the lane goes on at once
+        wait_for(lambda: graph_pending(store) == 0, 5, message="the lane to catch up")
+
+
+def test_lane_never_starves_behind_endless_bulk_work(store: Store, tmp_path: Path) -> None:
+    with _lane_behind_bulk_work(store, tmp_path, 5, bound=1.5) as (_, bulk):
+        started = time.monotonic()
+        wait_for(lambda: graph_pending(store) == 0, 15, message="one step after the bound")
+        assert time.monotonic() - started >= 1.5 * 0.9 and bulk.is_set()
 
 
 def test_lane_stops_promptly(store: Store, tmp_path: Path) -> None:

@@ -71,5 +71,9 @@ def test_render_status_shows_memory_and_derived_lag() -> None:
     text = render_status(report, "http://127.0.0.1:8737")
     assert "3 waiting of 10000" in text and "oldest 12s" in text
     assert "derived lag:  graph 0 queued, vector 40 queued (oldest 7s)" in text
+    report["derived"]["vector"]["waitingFor"] = "import"  # type: ignore[index]
+    assert "vector 40 queued (oldest 7s), waiting for the import to end" in render_status(
+        report, "http://127.0.0.1:8737"
+    )
     assert "memory:       server 281 MB (peak 295) of 300 MB" in text
     assert "[memory] server holds 281 MB" in text

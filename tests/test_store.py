@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -359,6 +360,41 @@ def test_import_in_small_batches_is_whole_and_repeatable(store: Store, tmp_path)
         # a re-run (as after an import cut short) adds nothing and doubles nothing
         again = transfer.import_(target, document, "skip", batch=2)
         assert (again["observations"], again["skipped"]) == (0, 10)
+    finally:
+        target.close()
+
+
+def test_an_import_counts_as_bulk_work_while_it_runs_and_briefly_after(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded vector lane waits while ``Store.bulk_running``: an import marks itself for
+    its whole duration, and for a quiet spell after, the gap before a chunked import's next
+    request."""
+    from engram import transfer
+    from engram.store import BulkMark
+
+    _accept_and_store(store, _event("bulk", "sb", 0, "one row to export"))
+    document = transfer.export(store)
+    target = Store.open(f"sqlite:///{tmp_path / 'bulk-target.db'}")
+    seen: list[bool] = []
+    real_step = transfer._import_observation
+
+    def watching(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen.append(target.bulk_running())
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(transfer, "_import_observation", watching)
+    try:
+        assert not target.bulk_running()
+        transfer.import_(target, document, "merge")
+        assert seen == [True]
+        assert target.bulk_running()  # the quiet spell after the last request
+        monkeypatch.setattr(BulkMark, "QUIET_SECONDS", 0.05)
+        time.sleep(0.1)
+        assert not target.bulk_running()
+        with target.bulk():  # running counts however long ago the last one ended
+            time.sleep(0.1)
+            assert target.bulk_running()
     finally:
         target.close()
 

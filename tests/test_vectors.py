@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from engram import derive, search
+from engram import status as engram_status
 from engram.embedders.base import EmbedderError
 from engram.keyword import KeywordDoc, KeywordHit
 from engram.scope import Scope
@@ -428,6 +430,16 @@ def _observe(api: Api, project: str, text: str) -> str:
     return str(body["observationId"])
 
 
+def _wait_until_stored(api: Api, project: str, words: str) -> None:
+    wait_for(
+        lambda: api.post("/v1/search", {"query": words, "project": project, "mode": "keyword"})[1][
+            "items"
+        ],
+        30,
+        message="stored",
+    )
+
+
 def _vector_ids(api: Api, project: str, query: str) -> list[str]:
     status, body = api.post("/v1/search", {"query": query, "project": project, "mode": "semantic"})
     assert status == 200, body
@@ -469,18 +481,36 @@ def test_capture_to_semantic_search_and_forget(vapi: Api) -> None:
 
 
 @needs_local
+def test_embedding_waits_while_an_import_runs_then_catches_up(
+    vapi: Api, vector_gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded server's derived lanes wait for bulk work (an import holds the mark while
+    its requests run): a capture in the meantime is stored and found by keyword at once, and by
+    meaning once the import is over."""
+    project = f"vec-{uuid.uuid4().hex[:6]}"
+    query = "key-value store losing shopping baskets"
+    with vector_gateway.store.bulk():
+        cache = _observe(vapi, project, "Redis evictions made the session cache drop users' carts")
+        _wait_until_stored(vapi, project, "redis evictions")
+        time.sleep(2.0)
+        assert cache not in _vector_ids(vapi, project, query)
+        # a lag that would be listed as a problem: not while it is the import's doing
+        monkeypatch.setattr(engram_status, "DERIVED_LAG_WARN_SECONDS", 0.5)
+        report = vapi.get("/v1/status")[1]
+        assert report["derived"]["vector"]["waitingFor"] == "import"
+        assert report["derived"]["graph"]["waitingFor"] == "import"
+        assert not [p for p in report["problems"] if p["component"] in ("vector", "graph")]
+    wait_for(lambda: cache in _vector_ids(vapi, project, query), 60, message="embedded after")
+    assert "waitingFor" not in vapi.get("/v1/status")[1]["derived"]["vector"]
+
+
+@needs_local
 def test_a_failing_vector_stream_degrades_to_the_others(
     vapi: Api, vector_gateway: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = f"vec-{uuid.uuid4().hex[:6]}"
     _observe(vapi, project, "flaky integration test on the payments service")
-    wait_for(
-        lambda: vapi.post(
-            "/v1/search", {"query": "flaky payments test", "project": project, "mode": "keyword"}
-        )[1]["items"],
-        30,
-        message="stored",
-    )
+    _wait_until_stored(vapi, project, "flaky payments test")
     index = vector_gateway.vectors.index()
 
     def broken(*args: Any, **kwargs: Any) -> Any:
