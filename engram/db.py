@@ -203,6 +203,11 @@ def _context_injections(conn: Connection) -> None:
     schema.context_injections.create(conn, checkfirst=True)
 
 
+def _llm_usage(conn: Connection) -> None:
+    """LLM spend by day, provider, model and task: what the daily budgets read."""
+    schema.llm_usage.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -217,6 +222,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (9, "memory-file sync: each fact's position in its file", _ledger_positions),
     (10, "per-prompt context: items each session was given", _context_injections),
     (11, "graph: emptied edges by destination", _empty_edges_index),
+    (12, "LLM spend by day, provider, model and task", _llm_usage),
 )
 
 

@@ -183,6 +183,26 @@ heartbeats = Table(
     Column("detail", Text, nullable=False, default="{}"),
 )
 
+# LLM spend (engram.llm.budget): one row per UTC day, provider, model and task, counted from each
+# response's usage. The budget reads today's rows before every call, across every process.
+# ``refused``: calls not made because a budget was spent (provider "" when every one was);
+# ``invalid``: answers that were not usable (empty, reasoning only, malformed).
+llm_usage = Table(
+    "llm_usage",
+    metadata,
+    Column("day", String(10), primary_key=True),  # YYYY-MM-DD, UTC
+    Column("provider", String(32), primary_key=True),
+    Column("model", String(ID), primary_key=True),
+    Column("task", String(32), primary_key=True),
+    Column("calls", Integer, nullable=False, default=0),
+    Column("failures", Integer, nullable=False, default=0),
+    Column("invalid", Integer, nullable=False, default=0),
+    Column("refused", Integer, nullable=False, default=0),
+    Column("input_tokens", Integer, nullable=False, default=0),
+    Column("output_tokens", Integer, nullable=False, default=0),
+    Column("usd", Float, nullable=False, default=0.0),
+)
+
 schema_migrations = Table(
     "schema_migrations",
     metadata,

@@ -73,6 +73,8 @@ LOCAL_MODELS = ("minilm", "e5-small")
 """Values of ENGRAM_LOCAL_MODEL: the models the local embedder can run offline."""
 MCP_TOOL_SETS = ("core", "all")
 """Values of ENGRAM_MCP_TOOLS."""
+LLM_PROVIDERS = ("openai", "anthropic")
+"""Provider families of ENGRAM_LLM_PROVIDERS (engram.llm.providers)."""
 
 
 def _one_of(values: tuple[str, ...]) -> Callable[[str], str]:
@@ -111,6 +113,74 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
             raise ValueError(f"weight of {name.strip()} must be a number >= 0, got {value!r}")
         weights[name.strip()] = weight
     return tuple(weights.items())
+
+
+def _llm_providers(raw: str) -> tuple[str, ...]:
+    """Comma-separated providers in fallback order; empty or ``none``: no LLM."""
+    names = tuple(name.lower() for name in _list(raw))
+    if names in ((), ("none",)):
+        return ()
+    for name in names:
+        if name not in LLM_PROVIDERS:
+            raise ValueError(
+                f"expected none or providers among {', '.join(LLM_PROVIDERS)}, got {raw!r}"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"a provider is named twice in {raw!r}")
+    return names
+
+
+def _prices(raw: str) -> tuple[tuple[str, float, float], ...]:
+    """``model=in/out,...`` in USD per million tokens; ``*`` prices every model no entry names."""
+    prices: list[tuple[str, float, float]] = []
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        model, sep, pair = part.strip().partition("=")
+        given, slash, taken = pair.partition("/")
+        try:
+            cost_in, cost_out = float(given), float(taken)
+        except ValueError:
+            cost_in = cost_out = -1.0
+        if not (sep and slash and model.strip()) or min(cost_in, cost_out) < 0:
+            raise ValueError(
+                f"expected model=input/output USD per million tokens (e.g. gpt-4o-mini=0.15/0.6), "
+                f"got {part.strip()!r}"
+            )
+        prices.append((model.strip().lower(), cost_in, cost_out))
+    return tuple(prices)
+
+
+def _provider_budgets(raw: str) -> tuple[tuple[str, int, float], ...]:
+    """``provider=tokens/usd,...``: a provider's own daily limits (0: only the total applies)."""
+    budgets: list[tuple[str, int, float]] = []
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        name, sep, pair = part.strip().partition("=")
+        tokens, slash, usd = pair.partition("/")
+        try:
+            limit_tokens, limit_usd = int(tokens), float(usd)
+        except ValueError:
+            limit_tokens, limit_usd = -1, -1.0
+        if (
+            not (sep and slash)
+            or name.strip() not in LLM_PROVIDERS
+            or min(limit_tokens, limit_usd) < 0
+        ):
+            raise ValueError(
+                f"expected provider=tokens/usd over {', '.join(LLM_PROVIDERS)} "
+                f"(e.g. openai=500000/0.5), got {part.strip()!r}"
+            )
+        budgets.append((name.strip(), limit_tokens, limit_usd))
+    return tuple(budgets)
+
+
+def _fraction(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise ValueError(f"expected a number above 0 and at most 1, got {raw!r}")
+    return value
 
 
 def _port(raw: str) -> int:
@@ -455,6 +525,146 @@ SETTINGS: tuple[Spec, ...] = (
         "order (degraded.rerank says why).",
     ),
     Spec(
+        "ENGRAM_LLM_PROVIDERS",
+        "llm_providers",
+        _llm_providers,
+        (),
+        "LLM providers for compression, summaries, graph extraction and consolidation, in "
+        "fallback order: openai (OpenAI or any OpenAI-compatible server: Ollama, vLLM, LM "
+        "Studio, llama.cpp), anthropic; comma-separated. Empty or none (the default): no LLM "
+        "call is ever made and every task keeps its heuristic (docs/providers.md).",
+    ),
+    Spec(
+        "ENGRAM_LLM_OPENAI_BASE_URL",
+        "llm_openai_base_url",
+        str,
+        "https://api.openai.com/v1",
+        "Base URL of the OpenAI-compatible chat-completions server, e.g. "
+        "http://127.0.0.1:11434/v1 for Ollama.",
+    ),
+    Spec(
+        "ENGRAM_LLM_OPENAI_API_KEY",
+        "llm_openai_api_key",
+        str,
+        "",
+        "API key of the OpenAI-compatible server (sent as a bearer token; never logged or "
+        "stored). A local server takes any.",
+    ),
+    Spec(
+        "ENGRAM_LLM_OPENAI_MODEL",
+        "llm_openai_model",
+        str,
+        "gpt-4o-mini",
+        "Model for routine work (compression, graph extraction, consolidation) on the "
+        "OpenAI-compatible server.",
+    ),
+    Spec(
+        "ENGRAM_LLM_OPENAI_SUMMARY_MODEL",
+        "llm_openai_summary_model",
+        str,
+        "",
+        "Model for session summaries on the OpenAI-compatible server. Empty: "
+        "ENGRAM_LLM_OPENAI_MODEL.",
+    ),
+    Spec(
+        "ENGRAM_LLM_ANTHROPIC_BASE_URL",
+        "llm_anthropic_base_url",
+        str,
+        "https://api.anthropic.com",
+        "Base URL of the Anthropic Messages API (/v1/messages is appended by the client).",
+    ),
+    Spec(
+        "ENGRAM_LLM_ANTHROPIC_API_KEY",
+        "llm_anthropic_api_key",
+        str,
+        "",
+        "Anthropic API key (sent by the anthropic client; never logged or stored).",
+    ),
+    Spec(
+        "ENGRAM_LLM_ANTHROPIC_MODEL",
+        "llm_anthropic_model",
+        str,
+        "claude-haiku-4-5",
+        "Anthropic model for routine work.",
+    ),
+    Spec(
+        "ENGRAM_LLM_ANTHROPIC_SUMMARY_MODEL",
+        "llm_anthropic_summary_model",
+        str,
+        "",
+        "Anthropic model for session summaries. Empty: ENGRAM_LLM_ANTHROPIC_MODEL.",
+    ),
+    Spec(
+        "ENGRAM_LLM_TIMEOUT_SECONDS",
+        "llm_timeout_seconds",
+        _positive_float,
+        60.0,
+        "Timeout of one LLM request; the client's retries come on top.",
+    ),
+    Spec(
+        "ENGRAM_LLM_MAX_RETRIES",
+        "llm_max_retries",
+        _non_negative_int,
+        2,
+        "Retries of one LLM request by the provider's client (connection errors, 408/409/429/"
+        "5xx, Anthropic's 529), honouring Retry-After up to two minutes; then the next provider.",
+    ),
+    Spec(
+        "ENGRAM_LLM_MAX_INPUT_TOKENS",
+        "llm_max_input_tokens",
+        _positive_int,
+        6000,
+        "Upper bound of one LLM prompt (estimated at 3 characters a token); longer input keeps "
+        "its head and tail and marks the cut. Every call is stateless: no conversation grows.",
+    ),
+    Spec(
+        "ENGRAM_LLM_MAX_OUTPUT_TOKENS",
+        "llm_max_output_tokens",
+        _positive_int,
+        800,
+        "Upper bound of one LLM answer (max_tokens).",
+    ),
+    Spec(
+        "ENGRAM_LLM_DAILY_TOKENS",
+        "llm_daily_tokens",
+        _positive_int,
+        2_000_000,
+        "Hard limit of LLM tokens (input + output, all providers) per UTC day: a call whose "
+        "worst case would cross it is not made and the heuristic result stands.",
+    ),
+    Spec(
+        "ENGRAM_LLM_DAILY_USD",
+        "llm_daily_usd",
+        _positive_float,
+        1.0,
+        "Hard limit of LLM spend in USD (all providers) per UTC day, priced by "
+        "ENGRAM_LLM_PRICES from each response's usage.",
+    ),
+    Spec(
+        "ENGRAM_LLM_PROVIDER_BUDGETS",
+        "llm_provider_budgets",
+        _provider_budgets,
+        (),
+        "A provider's own daily limits inside the totals: provider=tokens/usd,... (e.g. "
+        "openai=500000/0.5); a 0 leaves that measure to the total.",
+    ),
+    Spec(
+        "ENGRAM_LLM_PRICES",
+        "llm_prices",
+        _prices,
+        (),
+        "Price overrides, model=input/output in USD per million tokens, comma-separated; a "
+        "model is priced by the longest entry its name starts with, an unknown one by * "
+        "(15/75 unless set). A local server: *=0/0.",
+    ),
+    Spec(
+        "ENGRAM_LLM_SOFT_FRACTION",
+        "llm_soft_fraction",
+        _fraction,
+        0.8,
+        "Share of a daily LLM limit past which status warns (the hard stop is at the limit).",
+    ),
+    Spec(
         "ENGRAM_PROJECT",
         "project",
         str,
@@ -582,6 +792,24 @@ class Settings:
     reranker_model: str
     reranker_api_key: str
     reranker_timeout_seconds: float
+    llm_providers: tuple[str, ...]
+    llm_openai_base_url: str
+    llm_openai_api_key: str
+    llm_openai_model: str
+    llm_openai_summary_model: str
+    llm_anthropic_base_url: str
+    llm_anthropic_api_key: str
+    llm_anthropic_model: str
+    llm_anthropic_summary_model: str
+    llm_timeout_seconds: float
+    llm_max_retries: int
+    llm_max_input_tokens: int
+    llm_max_output_tokens: int
+    llm_daily_tokens: int
+    llm_daily_usd: float
+    llm_provider_budgets: tuple[tuple[str, int, float], ...]
+    llm_prices: tuple[tuple[str, float, float], ...]
+    llm_soft_fraction: float
     project: str
     hook_timeout_seconds: float
     spool_max_bytes: int
