@@ -91,12 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--queues",
         "-Q",
-        default="capture,maintenance,embed,graph",
+        default="capture,maintenance,embed,graph,llm",
         help="comma-separated queues to consume: capture (observe), maintenance "
-        "(summaries, the sweeper), embed (vectors), graph (default: all). Size "
-        "pools per queue so capture never waits behind derived work, e.g. "
-        "`-Q capture,maintenance -c 2` and one `-Q embed,graph -c 1` per machine "
-        "(docs/operations.md)",
+        "(summaries, the sweeper), embed (vectors), graph, llm (LLM work, with "
+        "ENGRAM_LLM_PROVIDERS set) (default: all). Size pools per queue so capture never "
+        "waits behind derived work, e.g. `-Q capture,maintenance -c 2`, one "
+        "`-Q embed,graph -c 1` per machine and `-Q llm -c N` with N the provider's "
+        "concurrency limit (docs/operations.md)",
     )
     p.add_argument(
         "--pool",
@@ -174,6 +175,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tools", choices=("core", "all"), help="tools to list (default ENGRAM_MCP_TOOLS, core)"
     )
+
+    p = sub.add_parser(
+        "usage",
+        help="LLM spend by day and task, against the daily budget",
+        description="What LLM work cost, read from the store's ledger (the llm_usage table "
+        "every process counts into, from each response's usage): per UTC day, task, "
+        "provider and model, the calls, bad answers, failures, calls the budget refused, "
+        "work dropped (backlog full or too old), tokens and USD; then today against the "
+        "daily limits. With no provider set (ENGRAM_LLM_PROVIDERS) nothing is ever spent.",
+    )
+    _common(p)
+    p.add_argument(
+        "--days", type=int, default=7, metavar="N", help="the last N days, today included (7)"
+    )
+    p.add_argument("--json", action="store_true", help="print the rows and today's budget as JSON")
 
     _add_bench_parser(sub)
     for module in COMMAND_MODULES:
@@ -417,6 +433,18 @@ def render_status(report: dict[str, Any], url: str) -> str:
             f"  memory:       {who} {mem.get('rssMb', 0):.0f} MB (peak "
             f"{mem.get('peakRssMb', 0):.0f}) of {memory.get('budgetMb')} MB"
         )
+    llm = report.get("llm")
+    if llm is not None:
+        if not llm.get("providers"):
+            lines.append(f"  llm:          {llm.get('state', 'off')}")
+        else:
+            spend, backlog = llm.get("budget") or {}, llm.get("backlog") or {}
+            lines.append(
+                f"  llm:          {', '.join(llm['providers'])}; today ${spend.get('usd', 0):.2f} "
+                f"of ${spend.get('limitUsd', 0):.2f}, {spend.get('tokens', 0):,} of "
+                f"{spend.get('limitTokens', 0):,} tokens ({spend.get('state')}); "
+                f"{backlog.get('pending', 0)} waiting (`engram usage` for the days)"
+            )
     sweeper = report.get("sweeper")
     if sweeper:
         ago = sweeper.get("lastSweepSecondsAgo")
@@ -594,6 +622,88 @@ def _add_bench_parser(sub: Any) -> None:
     options.add_arguments(p)
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    import time
+
+    from engram.llm.chain import budget_from_settings
+    from engram.store import Store
+
+    if args.days < 1:
+        print("engram: --days must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    settings = settings_for(args)
+    store = Store.open(settings.database_url)
+    try:
+        budget = budget_from_settings(settings, store)
+        since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 86400 * (args.days - 1)))
+        rows = budget.ledger.rows(since)
+        today = budget.report()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"rows": rows, "today": today}, indent=2))
+        return EXIT_OK
+    if not settings.llm_providers:
+        print("LLM work is off (ENGRAM_LLM_PROVIDERS is empty): no call is made, nothing spent.")
+    if not rows:
+        print(f"No LLM work counted since {since}.")
+    else:
+        head = (
+            "day",
+            "task",
+            "provider",
+            "model",
+            "calls",
+            "bad",
+            "failed",
+            "refused",
+            "dropped",
+            "tokens in",
+            "tokens out",
+            "USD",
+        )
+        table = [
+            (
+                r["day"],
+                r["task"],
+                r["provider"] or "-",
+                r["model"] or "-",
+                r["calls"],
+                r["invalid"],
+                r["failures"],
+                r["refused"],
+                r["dropped"],
+                f"{r['input_tokens']:,}",
+                f"{r['output_tokens']:,}",
+                f"{r['usd']:.4f}",
+            )
+            for r in rows
+        ]
+        widths = [max(len(str(x)) for x in column) for column in zip(head, *table, strict=True)]
+        for line in (head, tuple("-" * w for w in widths), *table):
+            print(
+                "  ".join(
+                    str(x).rjust(w) if i >= 4 else str(x).ljust(w)
+                    for i, (x, w) in enumerate(zip(line, widths, strict=True))
+                )
+            )
+    print(
+        f"Today ({today['day']}, UTC): ${today['usd']:.4f} of ${today['limitUsd']:.2f}, "
+        f"{today['tokens']:,} of {today['limitTokens']:,} tokens ({today['state']})"
+    )
+    for name, part in today["providers"].items():
+        limits = []
+        if part.get("limitUsd"):
+            limits.append(f"of ${part['limitUsd']:.2f}")
+        if part.get("limitTokens"):
+            limits.append(f"of {part['limitTokens']:,} tokens")
+        print(
+            f"  {name}: ${part['usd']:.4f}, {part['tokens']:,} tokens {' '.join(limits)} "
+            f"({part['state']})"
+        )
+    return EXIT_OK
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from engram.bench.command import main as bench_main
 
@@ -620,6 +730,7 @@ COMMANDS: dict[str, Any] = {
     "mcp": cmd_mcp,
     "demo": cmd_demo,
     "bench": cmd_bench,
+    "usage": cmd_usage,
 }
 
 

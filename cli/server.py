@@ -96,13 +96,17 @@ class Gateway:
 
     def start_worker(self) -> None:
         """Start the in-process worker, the derived lane and the scheduler (embedded mode)."""
-        from engram.lane import GRAPH, VECTOR, DerivedLane, DerivedLanes
+        from engram.lane import GRAPH, LLM, VECTOR, DerivedLane, DerivedLanes
+        from engram.llm import work as llm_work
         from engram.tasks import runtime
         from engram.tasks.embedded import EmbeddedWorker
 
         if not self.settings.embedded or self.embedded is not None:
             return
         store = self.store
+        services = runtime.Services(self.settings, self.store, self.vectors)
+        llm = services.llm()
+        kinds = (GRAPH, VECTOR) if llm is None else (GRAPH, VECTOR, LLM)
         lane = DerivedLanes(
             [
                 DerivedLane(
@@ -112,13 +116,17 @@ class Gateway:
                     vector_batch=self.settings.embedding_batch,
                     keep_observations=self.settings.vector_max_observations,
                     bulk_busy=store.bulk_running,
-                    work=(work,),
+                    work=(kind,),
+                    llm_drain=None
+                    if llm is None
+                    else functools.partial(llm_work.drain, store, llm, self.settings),
                 )
-                for work in (GRAPH, VECTOR)
+                for kind in kinds
             ]
         )
+        services.lane = lane
         # the in-process worker shares this store and vector index
-        runtime.install(runtime.Services(self.settings, self.store, self.vectors, lane=lane))
+        runtime.install(services)
         self.embedded = EmbeddedWorker(self.settings, lane)
         self.embedded.start()
 

@@ -44,7 +44,7 @@ GRAPH_SLICE_SECONDS = 0.5
 """Graph work per step before the embedding batch: ~100 realistic documents at ~4 ms each."""
 
 
-GRAPH, VECTOR = "graph", "vector"
+GRAPH, VECTOR, LLM = "graph", "vector", "llm"
 
 
 class DerivedLane:
@@ -62,8 +62,10 @@ class DerivedLane:
         graph_batch: int = drains.GRAPH_BATCH,
         keep_observations: int = 0,
         work: tuple[str, ...] = (GRAPH, VECTOR),
+        llm_drain: Callable[[], int] | None = None,
     ) -> None:
         self.work = work
+        self.llm_drain = llm_drain
         self.store = store
         self.vectors = vectors
         self.capture_busy = capture_busy
@@ -163,12 +165,15 @@ class DerivedLane:
             )
             # a failed embedding batch waits for its lease; the idle poll or a kick comes back
             more_vectors = result.more and not result.failed
-        return more_graph or more_vectors
+        more_llm = LLM in self.work and self.llm_drain is not None and self.llm_drain() > 0
+        return more_graph or more_vectors or more_llm
 
 
 class DerivedLanes:
     """The embedded server's derived lanes: one thread for the graph and one for vectors, so
-    an embedding batch (CPU outside the GIL) and graph batches (the store) run side by side."""
+    an embedding batch (CPU outside the GIL) and graph batches (the store) run side by side;
+    with an LLM provider set, a third for LLM work (one item a step: a call waits seconds on
+    the network and must not hold up the others)."""
 
     def __init__(self, lanes: list[DerivedLane]) -> None:
         self.lanes = lanes

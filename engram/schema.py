@@ -185,8 +185,9 @@ heartbeats = Table(
 
 # LLM spend (engram.llm.budget): one row per UTC day, provider, model and task, counted from each
 # response's usage. The budget reads today's rows before every call, across every process.
-# ``refused``: calls not made because a budget was spent (provider "" when every one was);
-# ``invalid``: answers that were not usable (empty, reasoning only, malformed).
+# ``refused``: calls not made because a budget was spent; ``invalid``: answers that were not usable
+# (empty, reasoning only, malformed); ``dropped``: work given up before any call (the LLM backlog
+# full, or older than its maximum age): its heuristic result stands.
 llm_usage = Table(
     "llm_usage",
     metadata,
@@ -198,6 +199,7 @@ llm_usage = Table(
     Column("failures", Integer, nullable=False, default=0),
     Column("invalid", Integer, nullable=False, default=0),
     Column("refused", Integer, nullable=False, default=0),
+    Column("dropped", Integer, nullable=False, default=0),
     Column("input_tokens", Integer, nullable=False, default=0),
     Column("output_tokens", Integer, nullable=False, default=0),
     Column("usd", Float, nullable=False, default=0.0),

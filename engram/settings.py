@@ -665,6 +665,22 @@ SETTINGS: tuple[Spec, ...] = (
         "Share of a daily LLM limit past which status warns (the hard stop is at the limit).",
     ),
     Spec(
+        "ENGRAM_LLM_BACKLOG_MAX",
+        "llm_backlog_max",
+        _positive_int,
+        200,
+        "Most LLM work items waiting at once; past it new work is dropped (counted) and its "
+        "heuristic result stands, so a backlog never bursts later.",
+    ),
+    Spec(
+        "ENGRAM_LLM_MAX_AGE_HOURS",
+        "llm_max_age_hours",
+        _positive_float,
+        6.0,
+        "LLM work older than this when its turn comes is dropped (counted); its heuristic "
+        "result stands.",
+    ),
+    Spec(
         "ENGRAM_PROJECT",
         "project",
         str,
@@ -810,6 +826,8 @@ class Settings:
     llm_provider_budgets: tuple[tuple[str, int, float], ...]
     llm_prices: tuple[tuple[str, float, float], ...]
     llm_soft_fraction: float
+    llm_backlog_max: int
+    llm_max_age_hours: float
     project: str
     hook_timeout_seconds: float
     spool_max_bytes: int

@@ -68,7 +68,61 @@ def collect(
     _derived(report, problems, settings, store, read["sizes"], bool(workers.get("alive")))
     _memory(report, problems, settings, workers)
     _vectors(report, problems, settings, vectors)
+    _llm(report, problems, settings, store)
     return {"ok": not problems, **report, "problems": problems}
+
+
+def _llm(report: dict[str, Any], problems: Problems, settings: Settings, store: Store) -> None:
+    """LLM work: off (no call is ever made), or today's spend against the budget and the
+    backlog."""
+    if not settings.llm_providers:
+        report["llm"] = {"providers": [], "state": "off: no provider set, heuristics only"}
+        return
+    from engram.llm.chain import budget_from_settings
+    from engram.llm.work import SUMMARY_TARGET
+
+    spend = budget_from_settings(settings, store).report()
+    with store.read() as conn:
+        pending = derive.pending(conn, SUMMARY_TARGET)
+        oldest = derive.oldest_enqueued(conn, SUMMARY_TARGET)
+        error = derive.last_error(conn, SUMMARY_TARGET)
+    report["llm"] = {
+        "providers": list(settings.llm_providers),
+        "budget": spend,
+        "backlog": {
+            "pending": pending,
+            "max": settings.llm_backlog_max,
+            "oldestSeconds": None if oldest is None else round(time.time() - oldest, 1),
+            "lastError": error,
+        },
+    }
+    places = [("total", spend)] + list(spend["providers"].items())
+    for name, part in places:
+        where = "the daily LLM budget" if name == "total" else f"{name}'s daily LLM budget"
+        if part["state"] == "spent":
+            _problem(
+                problems,
+                "llm",
+                f"{where} is spent (${part['usd']:.2f}, {part['tokens']:,} tokens): heuristics "
+                "stand in for LLM work until 00:00 UTC",
+                "raise ENGRAM_LLM_DAILY_USD / ENGRAM_LLM_DAILY_TOKENS (or the provider's pair in "
+                "ENGRAM_LLM_PROVIDER_BUDGETS) if that is intended",
+            )
+        elif part["state"] == "near":
+            _problem(
+                problems,
+                "llm",
+                f"{where} is nearly spent (${part['usd']:.2f}, {part['tokens']:,} tokens)",
+                "nothing to do unless it should last longer: see `engram usage` for what spent it",
+            )
+    if error and pending:
+        _problem(
+            problems,
+            "llm",
+            f"{pending} LLM work items wait; the last failed: {error}",
+            "check the provider settings (docs/providers.md); failed items are tried 3 times, "
+            "then their heuristic result stands",
+        )
 
 
 def _read_store(store: Store) -> dict[str, Any]:

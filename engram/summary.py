@@ -7,11 +7,13 @@ skimming the timeline, and it is what the next session's context block starts fr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from engram.store import Store
 
 from engram.compress import SESSION_LABELS, command_concepts, event_kind, one_line
@@ -268,8 +270,12 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(item for item in items if item))
 
 
-def summarize_session(store: Store, session_id: str) -> dict[str, Any] | None:
-    """Build the heuristic summary of a session from its observations, store and index it.
+def summarize_session(
+    store: Store, session_id: str, then: Callable[[Connection], None] | None = None
+) -> dict[str, Any] | None:
+    """Build the heuristic summary of a session from its observations, store and index it;
+    ``then`` runs in the same transaction (the LLM summary is queued there, so a crash cannot
+    store one without the other).
 
     Idempotent: running it again rebuilds the same summary (and re-indexes it in place).
     """
@@ -303,4 +309,6 @@ def summarize_session(store: Store, session_id: str) -> dict[str, Any] | None:
                 session_id=session_id,
             ),
         )
+        if then is not None:
+            then(conn)
     return summary.to_dict()

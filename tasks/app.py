@@ -16,18 +16,26 @@ from celery.worker.control import inspect_command
 from engram.memory import process_memory
 from engram.settings import Settings
 
-CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE = (
+CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE, LLM_QUEUE = (
     "capture",
     "maintenance",
     "embed",
     "graph",
+    "llm",
 )
 LEGACY_QUEUES = ("observe", "summarize")
 """Queue names before capture and derived work were split: a worker still drains them, so tasks an
 older gateway queued are not stranded by an upgrade."""
 OBSERVE_TASK, SUMMARIZE_TASK, SWEEP_TASK = "engram.observe", "engram.summarize", "engram.sweep"
-EMBED_TASK, GRAPH_TASK = "engram.embed", "engram.graph_extract"
-ALL_QUEUES = (CAPTURE_QUEUE, MAINTENANCE_QUEUE, EMBED_QUEUE, GRAPH_QUEUE, *LEGACY_QUEUES)
+EMBED_TASK, GRAPH_TASK, LLM_TASK = "engram.embed", "engram.graph_extract", "engram.llm"
+ALL_QUEUES = (
+    CAPTURE_QUEUE,
+    MAINTENANCE_QUEUE,
+    EMBED_QUEUE,
+    GRAPH_QUEUE,
+    LLM_QUEUE,
+    *LEGACY_QUEUES,
+)
 MEMORY_POLLING_INTERVAL = 0.01
 """Seconds between polls of the in-memory broker; kombu's default (1 s) caps a worker at a few
 tasks per second."""
@@ -39,6 +47,7 @@ celery_app = Celery(
         "engram.tasks.sweeper",
         "engram.tasks.embed",
         "engram.tasks.graph",
+        "engram.tasks.llm",
     ],
 )
 
@@ -86,6 +95,15 @@ def configure(settings: Settings) -> Celery:
             SWEEP_TASK: {"queue": MAINTENANCE_QUEUE},
             GRAPH_TASK: {"queue": GRAPH_QUEUE},
             EMBED_TASK: {"queue": EMBED_QUEUE},
+            LLM_TASK: {"queue": LLM_QUEUE},
+        },
+        # An LLM task may wait out every retry of its call; past that it is stuck, not slow.
+        task_annotations={
+            LLM_TASK: {
+                "soft_time_limit": settings.llm_timeout_seconds * (settings.llm_max_retries + 1)
+                + 60,
+                "time_limit": settings.llm_timeout_seconds * (settings.llm_max_retries + 1) + 90,
+            }
         },
         # A hook is waiting on /v1/observe: never block it on a broker that is down. The event
         # is already in the inbox; the sweeper dispatches it once the broker is back.

@@ -10,6 +10,7 @@ from celery import Task
 from engram import inbox, observations, sessions, summary
 from engram.compress import compress
 from engram.errors import SessionConflict
+from engram.llm import work
 from engram.privacy import scrub
 from engram.tasks import dispatch, runtime
 from engram.tasks.app import OBSERVE_TASK, SUMMARIZE_TASK, celery_app
@@ -81,7 +82,16 @@ def summarize(session_id: str) -> str:
         waiting = inbox.pending_for_session(conn, session_id)
     if waiting:
         return "waiting"
-    result = summary.summarize_session(store, session_id)
+    llm = runtime.services().llm()
+    queued: list[bool] = []
+
+    def then(conn: Any) -> None:  # the LLM summary, queued with the heuristic one
+        queued.append(work.queue_summary(conn, session_id, runtime.services().settings))
+
+    result = summary.summarize_session(store, session_id, then if llm is not None else None)
+    if llm is not None and queued == [False]:
+        log.info("LLM backlog full: session %s keeps its heuristic summary", session_id)
+        llm.ledger.add("", "", "summarize", dropped=1)
     if result is not None:
         dispatch.kick_derived()
     return "missing" if result is None else "summarized"

@@ -10,7 +10,7 @@ import logging
 from kombu.exceptions import OperationalError
 
 from engram.tasks import runtime
-from engram.tasks.app import EMBED_TASK, GRAPH_TASK, celery_app
+from engram.tasks.app import EMBED_TASK, GRAPH_TASK, LLM_TASK, celery_app
 from engram.tasks.runtime import KICK_INTERVAL
 
 log = logging.getLogger("engram.tasks")
@@ -36,7 +36,8 @@ def send_drain(name: str, countdown: float = 0.0) -> None:
 
 
 def kick_derived() -> None:
-    """Ask for the derived indexes (vectors, graph) to catch up soon; cheap to call often. A
+    """Ask for the derived indexes (vectors, graph) and, with a provider set, the LLM backlog to
+    catch up soon; cheap to call often. A
     broker that is down loses nothing: the rows stay queued and the sweeper asks again."""
     services = runtime.services()
     if services.lane is not None:
@@ -47,3 +48,5 @@ def kick_derived() -> None:
     if services.settings.embedder != "none":
         send_drain(EMBED_TASK, KICK_INTERVAL)
     send_drain(GRAPH_TASK, KICK_INTERVAL)
+    if services.settings.llm_providers:
+        send_drain(LLM_TASK, KICK_INTERVAL)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from engram.lane import DerivedLanes
+    from engram.llm import LLM
     from engram.tasks.broker import SingleFlight
     from engram.vectors import Vectors
 
@@ -57,6 +58,7 @@ class Services:
         self._store = store
         self._vectors = vectors
         self._flight: SingleFlight | None = None
+        self._llm: LLM | None = None
         self._lock = threading.Lock()
         self.kicks = Throttle(KICK_INTERVAL)
 
@@ -75,6 +77,18 @@ class Services:
             if self._vectors is None:
                 self._vectors = Vectors(self.settings, opened)
             return self._vectors
+
+    def llm(self) -> LLM | None:
+        """The LLM chain, or None when no provider is set (then no LLM call is ever made)."""
+        if not self.settings.llm_providers:
+            return None
+        from engram.llm import llm_from_settings
+
+        opened = self.store()
+        with self._lock:
+            if self._llm is None:
+                self._llm = llm_from_settings(self.settings, opened)
+            return self._llm
 
     def flight(self, app: Celery) -> SingleFlight:
         """The gate of queued drain tasks on ``app``'s broker (``engram.tasks.broker``)."""

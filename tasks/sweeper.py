@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError
 
 from engram import context, derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
+from engram.llm.work import SUMMARY_TARGET
 from engram.store import now
 from engram.tasks import dispatch, runtime
 from engram.tasks.app import (
@@ -29,6 +30,8 @@ from engram.tasks.app import (
     EMBED_TASK,
     GRAPH_QUEUE,
     GRAPH_TASK,
+    LLM_QUEUE,
+    LLM_TASK,
     SWEEP_TASK,
     celery_app,
 )
@@ -98,7 +101,7 @@ def _lost_events(reader: RedisBroker, expired: list[str]) -> tuple[list[str], bo
     return lost, read
 
 
-def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
+def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int, llm: int = 0) -> int:
     """Drain tasks marked as queued that the broker no longer holds (a worker killed holding
     one, a flushed queue): their marker is released so the kick that follows sends one again,
     instead of the index waiting for the marker to expire. Returns how many were released."""
@@ -107,6 +110,7 @@ def _release_lost_drains(reader: RedisBroker, vectors: int, graph: int) -> int:
     for name, queue, pending in (
         (EMBED_TASK, EMBED_QUEUE, vectors),
         (GRAPH_TASK, GRAPH_QUEUE, graph),
+        (LLM_TASK, LLM_QUEUE, llm),
     ):
         if not pending or not gate.claimed(name) or reader.holds([queue], name):
             continue
@@ -158,9 +162,12 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     with store.read() as conn:  # derived work whose task was lost (or never sent: import, forget)
         result["graph"] = derive.pending(conn, "graph")
         result["vectors"] = derive.pending(conn, "vector")
-    if reader is not None and (result["graph"] or result["vectors"]):
-        result["lostDrains"] = _release_lost_drains(reader, result["vectors"], result["graph"])
-    if result["graph"] or result["vectors"]:
+        result["llm"] = derive.pending(conn, SUMMARY_TARGET) if settings.llm_providers else 0
+    if reader is not None and (result["graph"] or result["vectors"] or result["llm"]):
+        result["lostDrains"] = _release_lost_drains(
+            reader, result["vectors"], result["graph"], result["llm"]
+        )
+    if result["graph"] or result["vectors"] or result["llm"]:
         dispatch.kick_derived()
     result["injectionsPruned"] = context.prune_injections(store)
     with store.write() as conn:

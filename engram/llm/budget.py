@@ -45,7 +45,16 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "*": (15.00, 75.00),
 }
 
-COUNTERS = ("calls", "failures", "invalid", "refused", "input_tokens", "output_tokens", "usd")
+COUNTERS = (
+    "calls",
+    "failures",
+    "invalid",
+    "refused",
+    "dropped",
+    "input_tokens",
+    "output_tokens",
+    "usd",
+)
 
 
 class PriceTable:

@@ -135,6 +135,9 @@ class Outcome:
     reply: Reply | None = None
     reason: str = ""
     calls: int = 0
+    retry: bool = False
+    """No answer only because providers failed or were cut off (not a budget, not a bad
+    answer): the same work may succeed later."""
 
     @property
     def ok(self) -> bool:
@@ -171,10 +174,12 @@ class LLM:
         worst_tokens = (len(system) + len(prompt)) // CHARS_PER_TOKEN + 1 + self.max_output_tokens
         outcome = Outcome()
         reasons = []
+        refused = failed = False
         for link in self.links:
             name, model = link.provider.name, link.models[tier]
             if not link.breaker.closed():
                 reasons.append(f"{name}: circuit open ({link.breaker.last_error})")
+                failed = True
                 continue
             in_per_m, out_per_m = self.budget.prices.per_million(model)
             worst_usd = (
@@ -183,6 +188,7 @@ class LLM:
             ) / 1_000_000
             blocked = self.budget.blocked(name, worst_tokens, worst_usd)
             if blocked:
+                refused = True
                 self.ledger.add(name, model, task, refused=1)
                 reasons.append(f"{name}: {blocked}")
                 if not blocked.startswith(name):  # the total budget: no provider may go on
@@ -199,6 +205,7 @@ class LLM:
                     self.ledger.add(name, model, task, failures=1)
                     log.warning("LLM %s call for %s failed: %s", name, task, exc)
                     reasons.append(str(exc))
+                    failed = True
                     break
                 except ReplyError as exc:
                     link.breaker.success()
@@ -222,6 +229,7 @@ class LLM:
                 outcome.value, outcome.reply = value, reply
                 return outcome
         outcome.reason = "; ".join(reasons) or "no provider is configured"
+        outcome.retry = failed and not refused
         return outcome
 
     def _count(self, reply: Reply, task: str, invalid: int = 0) -> None:
@@ -269,11 +277,20 @@ def llm_from_settings(settings: Settings, store: Store) -> LLM | None:
         )
         summary_model = getattr(settings, prefix + "summary_model") or model
         links.append(Link(provider, {"routine": model, "summary": summary_model}))
+    return LLM(
+        links,
+        budget_from_settings(settings, store),
+        settings.llm_max_input_tokens,
+        settings.llm_max_output_tokens,
+    )
+
+
+def budget_from_settings(settings: Settings, store: Store) -> Budget:
+    """The daily limits and prices as set, over the store's ledger (status reads it too)."""
     limits = Limits(
         tokens=settings.llm_daily_tokens,
         usd=settings.llm_daily_usd,
         per_provider={name: (tokens, usd) for name, tokens, usd in settings.llm_provider_budgets},
         soft_fraction=settings.llm_soft_fraction,
     )
-    budget = Budget(Ledger(store), limits, PriceTable(settings.llm_prices))
-    return LLM(links, budget, settings.llm_max_input_tokens, settings.llm_max_output_tokens)
+    return Budget(Ledger(store), limits, PriceTable(settings.llm_prices))

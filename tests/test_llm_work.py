@@ -1,0 +1,216 @@
+"""LLM session summaries through a real embedded gateway (worker thread, derived lanes, SQLite),
+with the official clients talking to the local fake provider (tests/fake_llm.py); and the
+promise that with no provider set no LLM request is ever made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram.llm import Ledger
+from engram.llm.work import parse_summary, render_summary
+from tests.conftest import api_for, make_settings
+from tests.fake_llm import Answer, FakeLLMServer
+from tests.support import Api, wait_for
+
+pytest.importorskip("openai")
+
+GOOD = {
+    "request": "Fix the flaky checkout test",
+    "done": ["Made pay() idempotent in src/checkout.py"],
+    "decisions": [{"decision": "Retry the payment call once", "why": "the gateway times out"}],
+    "failed": ["The first pytest run: AssertionError in test_pay"],
+    "open": ["Add a test for the refund path"],
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer(default=json.dumps(GOOD))
+    yield server
+    server.close()
+
+
+@contextmanager
+def gateway_api(tmp_path: Path, **env: str) -> Iterator[Api]:
+    from engram.cli.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path / "gw", **env))
+    try:
+        yield api_for(built)
+    finally:
+        built.close()
+
+
+def run_session(api: Api, project: str, session: str) -> None:
+    assert api.post("/v1/sessions", {"sessionId": session, "project": project})[0] in (200, 201)
+    events: list[dict[str, Any]] = [
+        {"hookType": "UserPromptSubmit", "prompt": "fix the flaky checkout test"},
+        {
+            "hookType": "PostToolUse",
+            "toolName": "Bash",
+            "toolInput": {"command": "pytest tests/test_checkout.py"},
+            "toolOutput": {"stdout": "FAILED test_pay - AssertionError", "exit_code": 1},
+        },
+        {
+            "hookType": "PostToolUse",
+            "toolName": "Edit",
+            "toolInput": {"file_path": "src/checkout.py", "old_string": "a", "new_string": "b"},
+            "toolOutput": "ok",
+        },
+    ]
+    for n, event in enumerate(events):
+        body = {"eventId": f"{session}:{n}", "sessionId": session, "project": project}
+        assert api.post("/v1/observe", {**body, "host": "claude-code", **event})[0] in (201, 202)
+    api.wait_drained()
+    assert api.post(f"/v1/sessions/{session}/end")[0] == 200
+
+
+def llm_env(fake: FakeLLMServer, **extra: str) -> dict[str, str]:
+    return {
+        "ENGRAM_LLM_PROVIDERS": "openai",
+        "ENGRAM_LLM_OPENAI_BASE_URL": fake.openai_url,
+        "ENGRAM_LLM_OPENAI_API_KEY": "sk-test-fake",
+        "ENGRAM_LLM_OPENAI_SUMMARY_MODEL": "gpt-4o",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
+        **extra,
+    }
+
+
+def test_with_no_provider_set_no_llm_request_is_ever_made(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    # the provider's address and key are set, the provider list is not: nothing may call it
+    env = llm_env(fake)
+    env.pop("ENGRAM_LLM_PROVIDERS")
+    with gateway_api(tmp_path, **env) as api:
+        run_session(api, project, "s-none")
+        wait_for(lambda: api.get("/v1/sessions/s-none")[1]["summary"], 15, message="summary")
+        status = api.get("/v1/status")[1]
+        assert status["llm"]["providers"] == [] and "off" in status["llm"]["state"]
+        session = api.get("/v1/sessions/s-none")[1]
+        assert "llm" not in session["summaryData"]
+        assert Ledger(api.store).rows("0000") == []
+    assert fake.requests == []
+
+
+def test_a_session_summary_is_rewritten_by_the_llm_and_the_next_context_uses_it(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    with gateway_api(tmp_path, **llm_env(fake)) as api:
+        run_session(api, project, "s-llm")
+        session = wait_for(
+            lambda: ((s := api.get("/v1/sessions/s-llm")[1])["summaryData"] or {}).get("llm") and s,
+            20,
+            message="the LLM summary",
+        )
+        made = session["summaryData"]["llm"]
+        assert made["provider"] == "openai" and made["model"] == "gpt-4o"
+        assert made["decisions"] == GOOD["decisions"]
+        assert "Retry the payment call once (why: the gateway times out)" in session["summary"]
+        assert "src/checkout.py" in session["summaryData"]["filesChanged"]  # the heuristic's kept
+        (request,) = fake.requests
+        body = request["body"]
+        assert body["model"] == "gpt-4o" and body["response_format"] == {"type": "json_object"}
+        prompt = body["messages"][1]["content"]
+        assert "pytest tests/test_checkout.py" in prompt and "FAILED test_pay" in prompt
+        hits = api.post("/v1/search", {"query": "refund path", "project": project})[1]["items"]
+        assert hits and hits[0]["kind"] == "summary"
+        started = api.post("/v1/sessions", {"sessionId": "s-after", "project": project})[1]
+        assert "Add a test for the refund path" in started["context"]
+        status = api.get("/v1/status")[1]
+        assert status["llm"]["budget"]["tokens"] == 120 and status["llm"]["backlog"]["pending"] == 0
+
+
+def test_a_bad_answer_twice_leaves_the_heuristic_summary(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    wrong_root = json.dumps({"summary": {"request": "x"}})  # the wrong root, as anchors saw
+    fake.default = Answer(
+        200,
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": wrong_root},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+            "model": "gpt-4o",
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+        },
+    )
+    with gateway_api(tmp_path, **llm_env(fake)) as api:
+        run_session(api, project, "s-bad")
+        wait_for(lambda: len(fake.requests) == 2, 20, message="two asks")
+        wait_for(
+            lambda: api.get("/v1/status")[1]["llm"]["backlog"]["pending"] == 0, 10, message="done"
+        )
+        session = api.get("/v1/sessions/s-bad")[1]
+        assert "llm" not in session["summaryData"] and session["summary"].startswith("Request:")
+        (row,) = Ledger(api.store).rows("0000")
+        assert (row["calls"], row["invalid"], row["task"]) == (2, 2, "summarize")
+
+
+def test_a_provider_that_is_down_keeps_the_work_for_later(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    fake.default = Answer(503)
+    with gateway_api(tmp_path, **llm_env(fake)) as api:
+        run_session(api, project, "s-down")
+        wait_for(lambda: fake.requests, 20, message="a call")
+        status = wait_for(
+            lambda: (s := api.get("/v1/status")[1])["llm"]["backlog"]["lastError"] and s,
+            10,
+            message="the failure recorded",
+        )
+        assert status["llm"]["backlog"]["pending"] == 1  # kept, leased for its backoff
+        assert "HTTP 503" in status["llm"]["backlog"]["lastError"]
+        assert any(p["component"] == "llm" for p in status["problems"])
+
+
+def test_a_full_backlog_drops_new_work_and_counts_it(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    fake.default = Answer(503)  # the first item stays queued
+    with gateway_api(tmp_path, **llm_env(fake, ENGRAM_LLM_BACKLOG_MAX="1")) as api:
+        run_session(api, project, "s-one")
+        wait_for(lambda: fake.requests, 20, message="a call")
+        run_session(api, project, "s-two")
+        wait_for(lambda: api.get("/v1/sessions/s-two")[1]["summary"], 15, message="summary")
+        rows = wait_for(
+            lambda: [r for r in Ledger(api.store).rows("0000") if r["dropped"]], 10, message="drop"
+        )
+        assert rows[0]["task"] == "summarize" and rows[0]["dropped"] == 1
+        assert api.get("/v1/status")[1]["llm"]["backlog"]["pending"] == 1
+
+
+def test_parse_summary_validates_shape_types_and_bounds() -> None:
+    fenced = "```json\n" + json.dumps({**GOOD, "done": ["x" * 5000]}) + "\n```"
+    parsed = parse_summary(fenced)
+    assert len(parsed["done"][0]) <= 300 and parsed["decisions"] == GOOD["decisions"]
+    assert parse_summary("Here it is: " + json.dumps(GOOD) + " Done.")["request"] == GOOD["request"]
+    for bad, words in (
+        ("no json", "no JSON object"),
+        (json.dumps([GOOD]), "not a JSON object"),
+        (json.dumps({**GOOD, "extra": 1}), "unexpected ['extra']"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "open"}), "missing ['open']"),
+        (json.dumps({**GOOD, "done": "one string"}), "'done' must be a list"),
+        (json.dumps({**GOOD, "decisions": ["why"]}), "'decisions' must be"),
+        (json.dumps({**GOOD, "request": " "}), "'request' must be"),
+    ):
+        with pytest.raises(ValueError, match=words.replace("[", r"\[").replace("]", r"\]")):
+            parse_summary(bad)
+    text = render_summary(
+        parse_summary(json.dumps(GOOD)), {"filesChanged": ["a.py"], "outcome": "ok"}
+    )
+    assert text.splitlines()[0] == "Request: Fix the flaky checkout test"
+    assert "Files changed: a.py" in text and "Outcome: ok" in text
