@@ -4,6 +4,7 @@ promise that with no provider set no LLM request is ever made."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -214,3 +215,64 @@ def test_parse_summary_validates_shape_types_and_bounds() -> None:
     )
     assert text.splitlines()[0] == "Request: Fix the flaky checkout test"
     assert "Files changed: a.py" in text and "Outcome: ok" in text
+
+
+@pytest.mark.slow
+def test_distributed_summaries_go_through_the_llm_queue(
+    tmp_path: Path, fake: FakeLLMServer, redis_url: str, project: str
+) -> None:
+    """Real processes on a real Redis: the gateway, a capture pool that does not take LLM work
+    and an `llm`-only pool; the LLM summary arrives through the llm queue, once."""
+    from tests.conftest import POSTGRES_URL
+    from tests.support import Cluster, postgres_database
+
+    with contextlib.ExitStack() as stack:
+        env = {**llm_env(fake), "ENGRAM_BROKER_URL": redis_url}
+        if POSTGRES_URL:
+            env["ENGRAM_DATABASE_URL"] = stack.enter_context(postgres_database(POSTGRES_URL))
+        cluster = Cluster(tmp_path, **env)
+        stack.callback(cluster.stop_all)
+        cluster.serve()
+        cluster.start("worker", "-Q", "capture,maintenance,embed,graph", "-c", "1")
+        llm_pool = cluster.start("worker", "-Q", "llm", "-c", "2")
+        assert (
+            cluster.request("POST", "/v1/sessions", {"sessionId": "s-d", "project": project})[0]
+            == 201
+        )
+        for n, command in enumerate(("pytest tests/test_orders.py", "git diff")):
+            status, _ = cluster.request(
+                "POST",
+                "/v1/observe",
+                {
+                    "eventId": f"s-d:{n}",
+                    "sessionId": "s-d",
+                    "project": project,
+                    "host": "claude-code",
+                    "hookType": "PostToolUse",
+                    "toolName": "Bash",
+                    "toolInput": {"command": command},
+                    "toolOutput": {"stdout": "1 failed", "exit_code": 1},
+                },
+            )
+            assert status == 201
+        wait_for(
+            lambda: not cluster.request("GET", "/v1/capture?limit=1")[1]["counts"]["pending"],
+            30,
+            message="capture",
+        )
+        assert cluster.request("POST", "/v1/sessions/s-d/end")[0] == 200
+        session = wait_for(
+            lambda: (
+                ((s := cluster.request("GET", "/v1/sessions/s-d")[1])["summaryData"] or {}).get(
+                    "llm"
+                )
+                and s
+            ),
+            45,
+            message=f"the LLM summary\n{llm_pool.output()[-3000:]}",
+        )
+        assert session["summaryData"]["llm"]["open"] == GOOD["open"]
+        assert len(fake.requests) == 1
+        assert "engram.llm" in llm_pool.output()  # the llm pool ran it
+        status = cluster.request("GET", "/v1/status")[1]
+        assert status["llm"]["budget"]["tokens"] == 120 and status["llm"]["backlog"]["pending"] == 0
