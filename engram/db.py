@@ -208,6 +208,12 @@ def _llm_usage(conn: Connection) -> None:
     schema.llm_usage.create(conn, checkfirst=True)
 
 
+def _observation_llm(conn: Connection) -> None:
+    """The LLM's reading of an observation (compression opted in per project)."""
+    if "llm" not in {c["name"] for c in inspect(conn).get_columns("observations")}:
+        conn.execute(text("ALTER TABLE observations ADD COLUMN llm TEXT"))
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -223,6 +229,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (10, "per-prompt context: items each session was given", _context_injections),
     (11, "graph: emptied edges by destination", _empty_edges_index),
     (12, "LLM spend by day, provider, model and task", _llm_usage),
+    (13, "observations: the LLM's reading", _observation_llm),
 )
 
 

@@ -232,6 +232,9 @@ def to_dict(row: Any, detail: bool = False) -> dict[str, Any]:
         "concepts": loads(row.concepts, []),
         "createdAt": iso(row.created_at),
     }
+    llm = getattr(row, "llm", None)
+    if llm:
+        item["llm"] = loads(llm)
     if detail:
         item.update(
             prompt=row.prompt, toolInput=loads(row.tool_input), toolOutput=loads(row.tool_output)

@@ -63,6 +63,7 @@ observations = Table(
     Column("concepts", Text, nullable=False, default="[]"),
     Column("created_at", Float, nullable=False),
     Column("stored_at", Float, nullable=False),
+    Column("llm", Text),  # JSON: the LLM's reading of it (engram.llm.work), when a project opted in
     Index("ix_observations_session_created", "session_id", "created_at"),
     Index("ix_observations_project_created", "project", "created_at"),
 )

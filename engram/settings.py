@@ -665,12 +665,21 @@ SETTINGS: tuple[Spec, ...] = (
         "Share of a daily LLM limit past which status warns (the hard stop is at the limit).",
     ),
     Spec(
+        "ENGRAM_LLM_COMPRESS_PROJECTS",
+        "llm_compress_projects",
+        _list,
+        (),
+        "Projects whose observations the LLM also rewrites as readable records (type, title, "
+        "facts, narrative, concepts, files, importance), comma-separated; * for all. Empty "
+        "(the default): none; one call per captured event, so opt in per project.",
+    ),
+    Spec(
         "ENGRAM_LLM_BACKLOG_MAX",
         "llm_backlog_max",
         _positive_int,
         200,
-        "Most LLM work items waiting at once; past it new work is dropped (counted) and its "
-        "heuristic result stands, so a backlog never bursts later.",
+        "Most LLM work items waiting at once, per task; past it new work is dropped (counted) "
+        "and its heuristic result stands, so a backlog never bursts later.",
     ),
     Spec(
         "ENGRAM_LLM_MAX_AGE_HOURS",
@@ -826,6 +835,7 @@ class Settings:
     llm_provider_budgets: tuple[tuple[str, int, float], ...]
     llm_prices: tuple[tuple[str, float, float], ...]
     llm_soft_fraction: float
+    llm_compress_projects: tuple[str, ...]
     llm_backlog_max: int
     llm_max_age_hours: float
     project: str

@@ -79,19 +79,24 @@ def _llm(report: dict[str, Any], problems: Problems, settings: Settings, store: 
         report["llm"] = {"providers": [], "state": "off: no provider set, heuristics only"}
         return
     from engram.llm.chain import budget_from_settings
-    from engram.llm.work import SUMMARY_TARGET
+    from engram.llm.work import TARGETS, TASK_OF
 
     spend = budget_from_settings(settings, store).report()
     with store.read() as conn:
-        pending = derive.pending(conn, SUMMARY_TARGET)
-        oldest = derive.oldest_enqueued(conn, SUMMARY_TARGET)
-        error = derive.last_error(conn, SUMMARY_TARGET)
+        by_task = {TASK_OF[t]: derive.pending(conn, t) for t in TARGETS}
+        oldest = min(
+            (at for t in TARGETS if (at := derive.oldest_enqueued(conn, t)) is not None),
+            default=None,
+        )
+        error = next((e for t in TARGETS if (e := derive.last_error(conn, t))), None)
+    pending = sum(by_task.values())
     report["llm"] = {
         "providers": list(settings.llm_providers),
         "budget": spend,
         "backlog": {
             "pending": pending,
-            "max": settings.llm_backlog_max,
+            "byTask": by_task,
+            "maxPerTask": settings.llm_backlog_max,
             "oldestSeconds": None if oldest is None else round(time.time() - oldest, 1),
             "lastError": error,
         },

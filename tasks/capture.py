@@ -31,8 +31,15 @@ def observe(self: Task, event_id: str) -> str:
         # before the store for anything that reached the inbox another way.
         payload: dict[str, Any] = scrub(claim.event.to_payload())  # type: ignore[assignment]
         compressed = compress(payload)
+        rewrite = work.compresses(settings, claim.event.project)
         with store.write() as conn:
-            observations.store(conn, store.keyword, claim.event, compressed)
+            created = observations.store(conn, store.keyword, claim.event, compressed)
+            # the LLM's reading, queued with the record (opted-in projects only)
+            queued = (
+                work.queue_compress(conn, claim.event.observation_id, settings)
+                if (rewrite and created)
+                else True
+            )
     except Exception as exc:  # noqa: BLE001 - a task body: every failure is retried or dead-lettered
         error = f"{type(exc).__name__}: {exc}"
         permanent = isinstance(exc, SessionConflict)  # resending cannot change whose session it is
@@ -59,6 +66,10 @@ def observe(self: Task, event_id: str) -> str:
             delay,
         )
         raise self.retry(countdown=delay, exc=exc) from exc
+    if not queued:
+        llm = services.llm()
+        if llm is not None:
+            llm.ledger.add("", "", "compress", dropped=1)
     dispatch.kick_derived()
     _summarize_if_due(claim.event.session_id)
     return "stored"

@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 
 from engram import context, derive, heartbeat, inbox, sessions
 from engram.heartbeat import SWEEPER
-from engram.llm.work import SUMMARY_TARGET
+from engram.llm.work import TARGETS as LLM_TARGETS
 from engram.store import now
 from engram.tasks import dispatch, runtime
 from engram.tasks.app import (
@@ -162,7 +162,11 @@ def sweep_once(starting: bool = False) -> dict[str, Any]:
     with store.read() as conn:  # derived work whose task was lost (or never sent: import, forget)
         result["graph"] = derive.pending(conn, "graph")
         result["vectors"] = derive.pending(conn, "vector")
-        result["llm"] = derive.pending(conn, SUMMARY_TARGET) if settings.llm_providers else 0
+        result["llm"] = (
+            sum(derive.pending(conn, target) for target in LLM_TARGETS)
+            if settings.llm_providers
+            else 0
+        )
     if reader is not None and (result["graph"] or result["vectors"] or result["llm"]):
         result["lostDrains"] = _release_lost_drains(
             reader, result["vectors"], result["graph"], result["llm"]

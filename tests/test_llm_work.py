@@ -276,3 +276,82 @@ def test_distributed_summaries_go_through_the_llm_queue(
         assert "engram.llm" in llm_pool.output()  # the llm pool ran it
         status = cluster.request("GET", "/v1/status")[1]
         assert status["llm"]["budget"]["tokens"] == 120 and status["llm"]["backlog"]["pending"] == 0
+
+
+READING = {
+    "type": "bugfix",
+    "title": "test_pay fails: the payment mock returns None",
+    "facts": ["pytest tests/test_checkout.py fails in test_pay"],
+    "narrative": "The payment gateway mock returns None, so pay() raises; idempotency keys fix it.",
+    "concepts": ["Payments", "mocks"],
+    "files": ["src/checkout.py"],
+    "importance": 4,
+}
+
+
+def test_opted_in_projects_get_the_llm_reading_of_each_observation(
+    tmp_path: Path, fake: FakeLLMServer, project: str
+) -> None:
+    def answer(request: dict[str, Any]) -> str:
+        system = request["body"]["messages"][0]["content"]
+        return json.dumps(READING if "one event" in system else GOOD)
+
+    fake.default = answer
+    env = llm_env(fake, ENGRAM_LLM_COMPRESS_PROJECTS=project)
+    with gateway_api(tmp_path, **env) as api:
+        run_session(api, "not-opted-in", "s-other")  # summaries only for this one
+        run_session(api, project, "s-read")
+
+        def read_all() -> list[dict[str, Any]]:
+            found = api.get("/v1/sessions/s-read/observations")[1]["items"]
+            return found if found and all("llm" in o for o in found) else []
+
+        items = wait_for(read_all, 30, message="the LLM reading of every observation")
+        assert [o["llm"]["type"] for o in items] == ["bugfix"] * 3
+        assert items[0]["llm"]["concepts"] == ["payments", "mocks"]
+        assert items[0]["llm"]["provider"] == "openai"
+        assert all("llm" not in o for o in api.get("/v1/sessions/s-other/observations")[1]["items"])
+        compress_prompts = [
+            r["body"]["messages"][1]["content"]
+            for r in fake.requests
+            if "one event" in r["body"]["messages"][0]["content"]
+        ]
+        assert len(compress_prompts) == 3  # the opted-in project's three events, nothing else
+        assert any("FAILED test_pay" in p and "Output:" in p for p in compress_prompts)
+        hits = api.post("/v1/search", {"query": "idempotency keys", "project": project})[1]["items"]
+        assert hits and hits[0]["kind"] == "observation" and hits[0]["sessionId"] == "s-read"
+        rows = {r["task"]: r for r in Ledger(api.store).rows("0000")}
+        assert rows["compress"]["calls"] == 3 and rows["summarize"]["calls"] == 2
+
+
+def test_parse_observation_validates_type_bounds_and_importance() -> None:
+    from engram.llm.work import observation_prompt, parse_observation
+
+    parsed = parse_observation(json.dumps({**READING, "title": "t " * 200}))
+    assert len(parsed["title"]) <= 120 and parsed["concepts"] == ["payments", "mocks"]
+    for bad, words in (
+        ({**READING, "type": "story"}, "'type' must be one of"),
+        ({**READING, "importance": 9}, "'importance' must be"),
+        ({**READING, "importance": "4"}, "'importance' must be"),
+        ({**READING, "narrative": ""}, "'narrative' must be"),
+        ({k: v for k, v in READING.items() if k != "files"}, "missing"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            parse_observation(json.dumps(bad))
+    long_output = "START " + "x" * 50_000 + " END"
+    prompt = observation_prompt(
+        {
+            "kind": "command",
+            "toolName": "Bash",
+            "title": "pytest",
+            "filesRead": [],
+            "filesModified": [],
+            "errors": [],
+            "toolInput": {"command": "pytest"},
+            "toolOutput": long_output,
+        },
+        6000,
+    )
+    assert (
+        len(prompt) <= 6000 and "START" in prompt and "END" in prompt and "characters cut" in prompt
+    )

@@ -23,14 +23,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from sqlalchemy import select  # noqa: E402
+
 from engram.bench.context import fill, load_coding  # noqa: E402
 from engram.llm import llm_from_settings  # noqa: E402
 from engram.llm.budget import PriceTable  # noqa: E402
-from engram.llm.work import SUMMARY_SYSTEM, summarize_with_llm  # noqa: E402
+from engram.llm.work import (  # noqa: E402
+    SUMMARY_SYSTEM,
+    compress_with_llm,
+    summarize_with_llm,
+)
+from engram.schema import observations  # noqa: E402
 from engram.settings import load_settings  # noqa: E402
 from engram.store import Store  # noqa: E402
 from tests.fake_llm import FakeLLMServer  # noqa: E402
 
+READING = (
+    '{"type": "bugfix", "title": "t", "facts": [], "narrative": "n", "concepts": [], '
+    '"files": [], "importance": 3}'
+)
 ANSWER = (
     '{"request": "Fix the failing ingest job", "done": ["Raised the batch size"], '
     '"decisions": [{"decision": "Keep retries at 3", "why": "the API rate-limits"}], '
@@ -65,8 +76,17 @@ def main() -> int:
         for session in coding.sessions:
             what, _ = summarize_with_llm(store, llm, session["id"])
             assert what == "summarized", what
+        summaries = len(fake.requests)
+        fake.default = READING
+        with store.read() as conn:
+            ids = list(conn.execute(select(observations.c.id)).scalars())
+        for observation_id in ids:
+            what, _ = compress_with_llm(store, llm, observation_id)
+            assert what == "compressed", what
         store.close()
     fake.close()
+    compress_requests = fake.requests[summaries:]
+    fake.requests = fake.requests[:summaries]
     try:
         count = wordpiece()
     except Exception as exc:  # noqa: BLE001 - the figure is optional
@@ -100,6 +120,19 @@ def main() -> int:
         c / 4 / max(n, 1) for c, n in zip(chars, _events(coding), strict=True)
     )
     print(f"  per event of a session (chars/4): median {per_event:,.0f} tokens")
+    given = [sum(len(m["content"]) for m in r["body"]["messages"]) for r in compress_requests]
+    print(
+        f"compress prompts ({len(given)} observations): characters median "
+        f"{statistics.median(given):,.0f}, p95 {sorted(given)[int(len(given) * 0.95)]:,}, max "
+        f"{max(given):,}; tokens (chars/4) median {statistics.median(given) / 4:,.0f}, max "
+        f"{max(given) / 4:,.0f}"
+    )
+    for model in ("gpt-4o-mini", "claude-haiku-4-5"):
+        each = PriceTable(settings.llm_prices).usd(model, int(statistics.median(given) / 4), 200)
+        print(
+            f"  {model}: an event ~${each:.5f} (answer ~200 tokens); the default budget "
+            f"covers ~{min(settings.llm_daily_tokens / (statistics.median(given) / 4 + 200), settings.llm_daily_usd / each):,.0f} events a day"
+        )
     worst = max(chars) / 4 + out
     typical = statistics.median(chars) / 4 + 150  # an answer like ANSWER runs ~100-200 tokens
     tokens_day, usd_day = settings.llm_daily_tokens, settings.llm_daily_usd
