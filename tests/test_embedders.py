@@ -4,10 +4,12 @@ engine) against a numpy reference of the weights it ships, the factory and the s
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -44,7 +46,7 @@ class FakeServer(JsonEndpoint):
     """``POST /v1/embeddings`` in OpenAI's shape, answered out of index order."""
 
     def __init__(self) -> None:
-        self.mode = "ok"  # ok | 500 | not-json | no-data | short
+        self.mode = "ok"  # ok | base64 | bad-base64 | 500 | not-json | no-data | short
         super().__init__(self._answer)
 
     def _answer(self, payload: Any) -> tuple[int, bytes]:
@@ -60,6 +62,12 @@ class FakeServer(JsonEndpoint):
         ]
         if self.mode == "short":
             items = items[:-1]
+        if self.mode in ("base64", "bad-base64"):
+            for item in items:
+                packed = struct.pack(f"<{len(item['embedding'])}f", *item["embedding"])
+                item["embedding"] = base64.b64encode(packed).decode()
+                if self.mode == "bad-base64":
+                    item["embedding"] = item["embedding"][:-3] + "!!!"
         # answer out of index order: the client must sort by data[i].index
         items.reverse()
         return 200, json.dumps(
@@ -113,9 +121,18 @@ def test_openai_sends_the_key_only_as_bearer(server: FakeServer) -> None:
     assert "sk-test-123" not in repr(embedder)
 
 
+def test_openai_base64_embeddings_are_decoded(server: FakeServer) -> None:
+    server.mode = "base64"
+    texts = ["alpha", "beta gamma"]
+    vectors = OpenAIEmbedder(server.base_url, "m").embed(texts)
+    for text, vector in zip(texts, vectors, strict=True):
+        assert vector == pytest.approx(unit(fake_vector(text)), abs=1e-6)  # float32 precision
+
+
 @pytest.mark.parametrize(
     "mode,message",
     [
+        ("bad-base64", r"malformed answer.*not base64 of float32"),
         ("500", r"HTTP 500.*model exploded"),
         ("not-json", r"malformed answer.*not JSON"),
         ("no-data", r"malformed answer.*no 'data'"),

@@ -1,15 +1,34 @@
 """Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM
-Studio), with the standard library only (``engram.httpjson``)."""
+Studio), with the standard library only (``engram.httpjson``). An answer's embeddings may be
+lists of numbers or base64 float32 (servers that answer ``encoding_format: base64``, what
+OpenAI's own clients ask for, by default)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
 import re
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from engram.embedders.base import EmbedderError, batches, l2_normalise
 from engram.httpjson import EndpointError, post_json
+
+
+def _base64_floats(text: str) -> list[float] | None:
+    """A base64 ``embedding`` (little-endian float32, the protocol's ``encoding_format:
+    base64``), or None when it is not one."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw or len(raw) % 4:
+        return None
+    values = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    return values if all(math.isfinite(x) for x in values) else None
 
 
 def _slug(text: str) -> str:
@@ -92,6 +111,10 @@ class OpenAIEmbedder:
                 raise bad(f"data[{position}] is not an object")
             index = item.get("index", position)
             vector = item.get("embedding")
+            if isinstance(vector, str):  # base64 float32, as OpenAI's clients ask for by default
+                vector = _base64_floats(vector)
+                if vector is None:
+                    raise bad(f"data[{position}].embedding is not base64 of float32 values")
             if (
                 not isinstance(index, int)
                 or not 0 <= index < expected
