@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engram.llm import Ledger
-from engram.llm.work import parse_summary, render_summary
+from engram.llm.summaries import parse_summary, render_summary
 from tests.conftest import api_for, make_settings
 from tests.fake_llm import Answer, FakeLLMServer
 from tests.support import Api, wait_for
@@ -325,7 +325,7 @@ def test_opted_in_projects_get_the_llm_reading_of_each_observation(
 
 
 def test_parse_observation_validates_type_bounds_and_importance() -> None:
-    from engram.llm.work import observation_prompt, parse_observation
+    from engram.llm.records import observation_prompt, parse_observation
 
     parsed = parse_observation(json.dumps({**READING, "title": "t " * 200}))
     assert len(parsed["title"]) <= 120 and parsed["concepts"] == ["payments", "mocks"]

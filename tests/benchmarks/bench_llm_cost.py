@@ -1,7 +1,7 @@
 """What the LLM summary task sends, per session, with its default prompt and bounds: the 24
 realistic coding sessions of Engram's coding-context set (long test outputs, tracebacks, diffs)
 go through the capture path into a temporary store, then each session's summary goes through
-the real task (``engram.llm.work.summarize_with_llm``, the official ``openai`` client) to a local
+the real task (``engram.llm.summaries.summarize_with_llm``, the official ``openai`` client) to a local
 server that speaks the chat-completions protocol and records what it received.
 
 No tokenizer of the paid models is available offline, so tokens are given two ways: characters
@@ -28,11 +28,8 @@ from sqlalchemy import select  # noqa: E402
 from engram.bench.context import fill, load_coding  # noqa: E402
 from engram.llm import llm_from_settings  # noqa: E402
 from engram.llm.budget import PriceTable  # noqa: E402
-from engram.llm.work import (  # noqa: E402
-    SUMMARY_SYSTEM,
-    compress_with_llm,
-    summarize_with_llm,
-)
+from engram.llm.records import compress_with_llm  # noqa: E402
+from engram.llm.summaries import SUMMARY_SYSTEM, summarize_with_llm  # noqa: E402
 from engram.schema import observations  # noqa: E402
 from engram.settings import load_settings  # noqa: E402
 from engram.store import Store  # noqa: E402
