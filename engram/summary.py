@@ -270,6 +270,33 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(item for item in items if item))
 
 
+def summary_doc_id(session_id: str) -> str:
+    """The keyword document of a session's summary."""
+    return f"sum_{session_id}"[:64]
+
+
+def store_summary(store: Store, conn: Connection, session: Any, text: str, data: str) -> None:
+    """Save a session's summary (``text``, and ``data`` as JSON text) and index it for search:
+    the one way a summary is written, heuristic or not (call in a write transaction)."""
+    from engram.keyword import KeywordDoc
+    from engram.sessions import save_summary
+    from engram.store import now
+
+    save_summary(conn, session.id, text, data)
+    store.keyword.upsert(
+        conn,
+        KeywordDoc(
+            doc_id=summary_doc_id(session.id),
+            kind="summary",
+            project=session.project,
+            body=text,
+            created_at=session.ended_at or now(),
+            agent_id=session.agent_id,
+            session_id=session.id,
+        ),
+    )
+
+
 def summarize_session(
     store: Store, session_id: str, then: Callable[[Connection], None] | None = None
 ) -> dict[str, Any] | None:
@@ -282,10 +309,8 @@ def summarize_session(
     from sqlalchemy import select
 
     from engram import observations
-    from engram.keyword import KeywordDoc
     from engram.schema import sessions
-    from engram.sessions import save_summary
-    from engram.store import dumps, now
+    from engram.store import dumps
 
     with store.write() as conn:
         row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
@@ -296,19 +321,7 @@ def summarize_session(
         ]
         summary = summarize(records)
         text = summary.to_text()
-        save_summary(conn, session_id, text, dumps(summary.to_dict()))
-        store.keyword.upsert(
-            conn,
-            KeywordDoc(
-                doc_id=f"sum_{session_id}"[:64],
-                kind="summary",
-                project=row.project,
-                body=text,
-                created_at=row.ended_at or now(),
-                agent_id=row.agent_id,
-                session_id=session_id,
-            ),
-        )
+        store_summary(store, conn, row, text, dumps(summary.to_dict()))
         if then is not None:
             then(conn)
     return summary.to_dict()

@@ -22,6 +22,7 @@ from engram.keyword import KeywordDoc
 from engram.privacy import scrub
 from engram.schema import event_ledger, kw_docs, memories, memory_versions, observations, sessions
 from engram.store import Store, dumps, insert_ignore, iso, loads, now
+from engram.summary import summary_doc_id
 
 FORMAT_VERSION = 1
 STRATEGIES = ("merge", "replace", "skip")
@@ -454,7 +455,7 @@ def _import_session(
         store.keyword.upsert(
             conn,
             KeywordDoc(
-                doc_id=f"sum_{values['id']}"[:64],
+                doc_id=summary_doc_id(values["id"]),
                 kind="summary",
                 project=values["project"],
                 body=values["summary"],

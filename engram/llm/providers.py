@@ -22,6 +22,8 @@ is reasoning only, empty, refused or cut at the token limit before any text is a
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -106,6 +108,22 @@ def _status_error(name: str, status: int, message: str, headers: Any) -> Provide
     )
 
 
+@contextmanager
+def _errors_as_provider_errors(sdk: Any, name: str) -> Iterator[None]:
+    """What a client package (``openai`` or ``anthropic``: the same error classes) gave up on,
+    as a ``ProviderError``."""
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        raise _status_error(name, exc.status_code, str(exc), exc.response.headers) from None
+    except sdk.APITimeoutError:
+        raise ProviderError(f"{name}: timed out", transient=True) from None
+    except sdk.APIConnectionError as exc:
+        raise ProviderError(f"{name}: cannot connect: {exc}", transient=True) from None
+    except sdk.APIError as exc:  # a 200 whose body is not an answer
+        raise ProviderError(f"{name}: malformed answer: {exc}", transient=True) from None
+
+
 class OpenAIProvider:
     """Chat completions through the ``openai`` package (OpenAI or any compatible server)."""
 
@@ -132,7 +150,7 @@ class OpenAIProvider:
         extra: dict[str, Any] = {}
         if json_output and self._json_mode:
             extra["response_format"] = {"type": "json_object"}
-        try:
+        with _errors_as_provider_errors(self._openai, self.name):
             try:
                 response = self._client.chat.completions.create(
                     model=model, messages=messages, max_tokens=max_tokens, **extra
@@ -144,16 +162,6 @@ class OpenAIProvider:
                 response = self._client.chat.completions.create(
                     model=model, messages=messages, max_tokens=max_tokens
                 )
-        except self._openai.APIStatusError as exc:
-            raise _status_error(
-                self.name, exc.status_code, str(exc), exc.response.headers
-            ) from None
-        except self._openai.APITimeoutError:
-            raise ProviderError(f"{self.name}: timed out", transient=True) from None
-        except self._openai.APIConnectionError as exc:
-            raise ProviderError(f"{self.name}: cannot connect: {exc}", transient=True) from None
-        except self._openai.APIError as exc:  # a 200 whose body is not a completion
-            raise ProviderError(f"{self.name}: malformed answer: {exc}", transient=True) from None
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []
         message = choices[0].message if choices else None
@@ -196,23 +204,13 @@ class AnthropicProvider:
     def complete(
         self, model: str, system: str, prompt: str, max_tokens: int, json_output: bool
     ) -> Reply:
-        try:
+        with _errors_as_provider_errors(self._anthropic, self.name):
             response = self._client.messages.create(
                 model=model,
                 system=system,
                 max_tokens=max_tokens,
                 messages=[{"role": "user", "content": prompt}],
             )
-        except self._anthropic.APIStatusError as exc:
-            raise _status_error(
-                self.name, exc.status_code, str(exc), exc.response.headers
-            ) from None
-        except self._anthropic.APITimeoutError:
-            raise ProviderError(f"{self.name}: timed out", transient=True) from None
-        except self._anthropic.APIConnectionError as exc:
-            raise ProviderError(f"{self.name}: cannot connect: {exc}", transient=True) from None
-        except self._anthropic.APIError as exc:
-            raise ProviderError(f"{self.name}: malformed answer: {exc}", transient=True) from None
         usage = getattr(response, "usage", None)
         blocks = getattr(response, "content", None) or []
         text = "".join(

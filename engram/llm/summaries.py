@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from engram.llm.answers import MAX_ITEM_CHARS, MAX_LIST_ITEMS, exact_keys, json_object, strings
 from engram.llm.chain import LLM, clip
+from engram.summary import store_summary
 
 if TYPE_CHECKING:
     from engram.store import Store
@@ -38,11 +39,6 @@ SUMMARY_SYSTEM = (
     "facts in the timeline; name files, commands and errors exactly as written there; an empty "
     "list when there is nothing to say."
 )
-
-
-def summary_doc_id(session_id: str) -> str:
-    """The keyword document of a session's summary (as ``engram.summary`` indexes it)."""
-    return f"sum_{session_id}"[:64]
 
 
 def parse_summary(text: str) -> dict[str, Any]:
@@ -123,10 +119,8 @@ def summarize_with_llm(store: Store, llm: LLM, session_id: str) -> tuple[str, bo
     """Replace a session's heuristic summary with the LLM's. Returns (what happened, whether
     to try again later)."""
     from engram import observations
-    from engram.keyword import KeywordDoc
     from engram.schema import sessions
-    from engram.sessions import save_summary
-    from engram.store import dumps, loads, now
+    from engram.store import dumps, loads
 
     with store.read() as conn:
         row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
@@ -158,17 +152,5 @@ def summarize_with_llm(store: Store, llm: LLM, session_id: str) -> tuple[str, bo
         ).scalar()
         if current != row.summary_json:  # summarised again meanwhile: its own row follows
             return "the session changed meanwhile", False
-        save_summary(conn, session_id, text, dumps(stored))
-        store.keyword.upsert(
-            conn,
-            KeywordDoc(
-                doc_id=summary_doc_id(session_id),
-                kind="summary",
-                project=row.project,
-                body=text,
-                created_at=row.ended_at or now(),
-                agent_id=row.agent_id,
-                session_id=session_id,
-            ),
-        )
+        store_summary(store, conn, row, text, dumps(stored))
     return "summarized", False

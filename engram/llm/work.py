@@ -21,7 +21,8 @@ from engram import derive
 from engram.backoff import backoff_seconds
 from engram.llm.chain import LLM
 from engram.llm.records import compress_with_llm
-from engram.llm.summaries import summarize_with_llm, summary_doc_id
+from engram.llm.summaries import summarize_with_llm
+from engram.summary import summary_doc_id
 
 if TYPE_CHECKING:
     from engram.settings import Settings
