@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=("auto", "prefork", "threads", "solo"),
         help="Celery pool (default auto: threads when the worker embeds, so its "
-        "threads share one model in one process; prefork otherwise)",
+        "threads share one model in one process, or takes only the llm queue, whose "
+        "tasks wait on the network; prefork otherwise)",
     )
     p.add_argument(
         "--name",
@@ -275,7 +276,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     refused = _distributed_only(settings, "worker")
     if refused is not None:
         return refused
-    from engram.tasks.app import ALL_QUEUES, EMBED_QUEUE, LEGACY_QUEUES
+    from engram.tasks.app import ALL_QUEUES, EMBED_QUEUE, LEGACY_QUEUES, LLM_QUEUE
 
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     unknown = sorted(set(queues) - set(ALL_QUEUES))
@@ -290,7 +291,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
     pool = args.pool
     if pool == "auto":
-        pool = "threads" if EMBED_QUEUE in queues and settings.embedder != "none" else "prefork"
+        # threads where the pool embeds (one model shared) or only waits on a provider (llm)
+        embeds = EMBED_QUEUE in queues and settings.embedder != "none"
+        pool = "threads" if embeds or queues == [LLM_QUEUE] else "prefork"
     _celery_for(settings, queues).worker_main(
         [
             "worker",
