@@ -355,3 +355,71 @@ def test_parse_observation_validates_type_bounds_and_importance() -> None:
     assert (
         len(prompt) <= 6000 and "START" in prompt and "END" in prompt and "characters cut" in prompt
     )
+
+
+def test_engram_usage_reports_the_days_and_today_against_the_budget(tmp_path: Path) -> None:
+    import subprocess
+
+    from engram.store import Store
+    from tests.support import ENGRAM
+
+    env = {
+        **make_env(tmp_path),
+        "ENGRAM_LLM_PROVIDERS": "openai",
+        "ENGRAM_LLM_DAILY_USD": "0.01",
+        "ENGRAM_LLM_PROVIDER_BUDGETS": "openai=1000/0",
+    }
+    settings = make_settings(
+        tmp_path, **{k: v for k, v in env.items() if k.startswith("ENGRAM_LLM")}
+    )
+    store = Store.open(settings.database_url)
+    ledger = Ledger(store)
+    ledger.add(
+        "openai", "gpt-4o-mini", "summarize", calls=2, input_tokens=900, output_tokens=60, usd=0.009
+    )
+    ledger.add(
+        "openai",
+        "gpt-4o-mini",
+        "compress",
+        invalid=1,
+        calls=1,
+        input_tokens=40,
+        output_tokens=5,
+        usd=0.0001,
+    )
+    ledger.add("", "", "compress", dropped=3)
+    ledger.add("openai", "gpt-4o-mini", "summarize", at=0.0, calls=1)  # 1970: outside --days
+    store.close()
+
+    def usage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [ENGRAM, "usage", *args], capture_output=True, text=True, timeout=60, env=env
+        )
+
+    shown = usage()
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[:4] == ["day", "task", "provider", "model"]
+    assert len([line for line in lines if line.startswith("20")]) == 3  # today's three rows
+    assert "1970" not in shown.stdout
+    assert "$0.0091 of $0.01" in shown.stdout and "1,005 of 2,000,000 tokens (near)" in shown.stdout
+    assert "openai: $0.0091, 1,005 tokens of 1,000 tokens (spent)" in shown.stdout
+    data = json.loads(usage("--json", "--days", "1").stdout)
+    assert (
+        data["today"]["state"] == "near"
+        and data["today"]["providers"]["openai"]["state"] == "spent"
+    )
+    assert {(r["task"], r["dropped"]) for r in data["rows"]} >= {("compress", 3)}
+    bad = usage("--days", "0")
+    assert bad.returncode == 2 and "--days must be at least 1" in bad.stderr
+
+
+def make_env(tmp_path: Path) -> dict[str, str]:
+    import os
+
+    return {
+        **os.environ,
+        "ENGRAM_DATA_DIR": str(tmp_path / "data"),
+        "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
+        "ENGRAM_LOG_LEVEL": "WARNING",
+    }
