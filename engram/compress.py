@@ -455,6 +455,29 @@ def command_concepts(command: str) -> list[str]:
     return [c for prog, args in _segments(command) for c in _program_concepts(prog, args)]
 
 
+_SUBCOMMAND = re.compile(r"[a-z][\w:-]*\Z")
+
+
+def family_invocations(command: str) -> list[tuple[str, str]]:
+    """(family, how it was invoked) per piece of a shell line that belongs to a tool family:
+    the program and up to two leading subcommand words, no paths, flags or test names
+    (``go test ./internal/x -run Y`` is ("test", "go test"); ``pytest -q tests/a.py`` is
+    ("test", "pytest")), so runs of one tool count together across sessions."""
+    found = []
+    for program, args in _segments(command):
+        words: list[str] = []
+        concepts = _program_concepts(program, args)
+        if args[:1] == ["-m"] and len(args) > 1:  # python -m pytest: the module is the tool
+            words, args = ["-m", args[1]], args[2:]
+            concepts = list(dict.fromkeys([*concepts, *_program_concepts(words[1], args)]))
+        for arg in args[:2] if not words else ():
+            if not _SUBCOMMAND.match(arg):
+                break
+            words.append(arg)
+        found += [(c, " ".join([program, *words])) for c in concepts]
+    return found
+
+
 def is_error_line(line: str) -> bool:
     """True for a line that reports a failure (an exception, ``error:``, FAILED, ...)."""
     return bool(_ERROR_RE.search(line)) and not _NOT_AN_ERROR.search(line)
@@ -520,6 +543,12 @@ def _diff(edit: Mapping[str, Any], limit: int) -> str:
     old = clip(_first(edit, "old_string", "oldString"), limit // 3).splitlines()
     new = clip(_first(edit, "new_string", "newString"), limit // 3).splitlines()
     return "\n".join([*("- " + line for line in old), *("+ " + line for line in new)])
+
+
+def project_relative(path: str, project: str) -> str:
+    """``path`` relative to the project's folder when it lies inside it (project: a path or a
+    name), else as given."""
+    return _display(path, project)
 
 
 def _display(path: str, project: str) -> str:

@@ -690,6 +690,15 @@ SETTINGS: tuple[Spec, ...] = (
         "result stands.",
     ),
     Spec(
+        "ENGRAM_CONSOLIDATE_INTERVAL_SECONDS",
+        "consolidate_interval_seconds",
+        _positive_float,
+        3600.0,
+        "How often consolidation distils durable memories (procedures, lessons, facts) from "
+        "recently summarised sessions, by heuristics and, with a provider set, by one LLM call "
+        "per project (at most 5 projects a run).",
+    ),
+    Spec(
         "ENGRAM_PROJECT",
         "project",
         str,
@@ -838,6 +847,7 @@ class Settings:
     llm_compress_projects: tuple[str, ...]
     llm_backlog_max: int
     llm_max_age_hours: float
+    consolidate_interval_seconds: float
     project: str
     hook_timeout_seconds: float
     spool_max_bytes: int

@@ -27,6 +27,7 @@ LEGACY_QUEUES = ("observe", "summarize")
 """Queue names before capture and derived work were split: a worker still drains them, so tasks an
 older gateway queued are not stranded by an upgrade."""
 OBSERVE_TASK, SUMMARIZE_TASK, SWEEP_TASK = "engram.observe", "engram.summarize", "engram.sweep"
+CONSOLIDATE_TASK = "engram.consolidate"
 EMBED_TASK, GRAPH_TASK, LLM_TASK = "engram.embed", "engram.graph_extract", "engram.llm"
 ALL_QUEUES = (
     CAPTURE_QUEUE,
@@ -48,6 +49,7 @@ celery_app = Celery(
         "engram.tasks.embed",
         "engram.tasks.graph",
         "engram.tasks.llm",
+        "engram.tasks.consolidate",
     ],
 )
 
@@ -93,6 +95,7 @@ def configure(settings: Settings) -> Celery:
             OBSERVE_TASK: {"queue": CAPTURE_QUEUE},
             SUMMARIZE_TASK: {"queue": MAINTENANCE_QUEUE},
             SWEEP_TASK: {"queue": MAINTENANCE_QUEUE},
+            CONSOLIDATE_TASK: {"queue": MAINTENANCE_QUEUE},
             GRAPH_TASK: {"queue": GRAPH_QUEUE},
             EMBED_TASK: {"queue": EMBED_QUEUE},
             LLM_TASK: {"queue": LLM_QUEUE},
@@ -119,6 +122,14 @@ def configure(settings: Settings) -> Celery:
                 "task": SWEEP_TASK,
                 "schedule": settings.sweep_interval_seconds,
                 "options": {"queue": MAINTENANCE_QUEUE, "expires": settings.sweep_interval_seconds},
+            },
+            "consolidate-memories": {
+                "task": CONSOLIDATE_TASK,
+                "schedule": settings.consolidate_interval_seconds,
+                "options": {
+                    "queue": MAINTENANCE_QUEUE,
+                    "expires": settings.consolidate_interval_seconds,
+                },
             },
         },
         beat_schedule_filename=str(settings.data_dir / "beat-schedule"),

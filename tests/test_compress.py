@@ -564,3 +564,21 @@ def test_without_an_event_kind_the_hook_name_is_read_for_generic_words(
     assert event_kind({"hookType": hook}) == kind
     assert event_kind({"hookType": hook, "eventKind": "other"}) == "other"  # sent wins
     assert event_kind({"hookType": hook, "eventKind": "nonsense"}) == kind
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("go test ./internal/x -run Ledger -v", ("test", "go test")),
+        ("pytest -q tests/test_api.py", ("test", "pytest")),
+        ("python -m pytest -x tests/", ("test", "python -m pytest")),
+        ("npm run test:unit -- --watch=false", ("test", "npm run test:unit")),
+        ("cd web && make test", ("test", "make test")),
+    ],
+)
+def test_family_invocations_count_one_tool_however_it_is_called(
+    command: str, expected: tuple[str, str]
+) -> None:
+    from engram.compress import family_invocations
+
+    assert expected in family_invocations(command)

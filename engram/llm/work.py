@@ -1,14 +1,15 @@
 """LLM work on the store: a bounded, durable backlog, worked through by ``drain``.
 
-The backlog is two targets of the derive queue: ``llm_summary`` (one row per session summary,
-``engram.llm.summaries``) and ``llm_compress`` (one per observation of an opted-in project,
+The backlog is three targets of the derive queue: ``llm_summary`` (one row per session summary,
+``engram.llm.summaries``), ``llm_consolidate`` (one per project and consolidation run,
+``engram.llm.consolidation``) and ``llm_compress`` (one per observation of an opted-in project,
 ``engram.llm.records``), each row written in the transaction that stored what it is about, so a
 crash loses nothing. It is bounded twice: at most ``ENGRAM_LLM_BACKLOG_MAX`` rows per task (past
 it new work is dropped, counted, and its heuristic result stands) and at most
 ``ENGRAM_LLM_MAX_AGE_HOURS`` old (older rows are dropped when reached). Work a spent budget
 refused is not kept for tomorrow: the heuristic result stands and the row goes. Only work that
 failed because the providers did (down, rate-limited, circuit open) is kept and tried again,
-``MAX_ATTEMPTS`` times at most, backing off. Summaries are served before observations.
+``MAX_ATTEMPTS`` times at most, backing off. Served in the order of ``TARGETS``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from engram import derive
 from engram.backoff import backoff_seconds
 from engram.llm.chain import LLM
+from engram.llm.consolidation import consolidate_with_llm
 from engram.llm.records import compress_with_llm
 from engram.llm.summaries import summarize_with_llm
 from engram.summary import summary_doc_id
@@ -31,10 +33,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("engram.llm")
 
 SUMMARY_TARGET = "llm_summary"
+CONSOLIDATE_TARGET = "llm_consolidate"
 COMPRESS_TARGET = "llm_compress"
-TARGETS = (SUMMARY_TARGET, COMPRESS_TARGET)
-"""In the order they are served: a session summary before an observation's rewrite."""
-TASK_OF = {SUMMARY_TARGET: "summarize", COMPRESS_TARGET: "compress"}
+TARGETS = (SUMMARY_TARGET, CONSOLIDATE_TARGET, COMPRESS_TARGET)
+"""In the order they are served: session summaries, a project's consolidation, then the
+rewrites of single observations."""
+TASK_OF = {
+    SUMMARY_TARGET: "summarize",
+    CONSOLIDATE_TARGET: "consolidate",
+    COMPRESS_TARGET: "compress",
+}
 LEASE_SECONDS = 600.0
 """A claimed row is someone's for this long: longer than one call with every retry."""
 MAX_ATTEMPTS = 3
@@ -57,6 +65,12 @@ def queue_compress(conn: Any, observation_id: str, settings: Settings) -> bool:
     """Ask for the LLM's reading of an observation just stored (call in its write transaction).
     False when the backlog is full: the heuristic record stands."""
     return _queue(conn, COMPRESS_TARGET, observation_id, settings)
+
+
+def queue_consolidation(conn: Any, newest_session_id: str, settings: Settings) -> bool:
+    """Ask for the LLM's consolidation pass over a project, named by its newest summarised
+    session (whose summary document carries the project). False when the backlog is full."""
+    return _queue(conn, CONSOLIDATE_TARGET, summary_doc_id(newest_session_id), settings)
 
 
 def _queue(conn: Any, target: str, doc_id: str, settings: Settings) -> bool:
@@ -87,8 +101,9 @@ def drain(store: Store, llm: LLM, settings: Settings, limit: int = 1) -> int:
                 derive.done(conn, target, [change])
             continue
         if target == SUMMARY_TARGET:
-            session_id = change.doc.session_id or ""
-            what, retry = summarize_with_llm(store, llm, session_id)
+            what, retry = summarize_with_llm(store, llm, change.doc.session_id or "")
+        elif target == CONSOLIDATE_TARGET:
+            what, retry = consolidate_with_llm(store, llm, change.doc.project)
         else:
             what, retry = compress_with_llm(store, llm, change.doc_id)
         with store.write(background=True) as conn:
