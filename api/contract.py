@@ -209,7 +209,13 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/memories",
         "Memories, newest first, or matching a query",
-        query=(*SCOPE_QUERY, Field("query", "string"), Field("scope", "string"), *PAGE),
+        query=(
+            *SCOPE_QUERY,
+            Field("query", "string"),
+            Field("scope", "string"),
+            Field("evicted", "string", enum=("true", "false")),
+            *PAGE,
+        ),
     ),
     Route("GET", "/v1/memories/<memory_id>", "One memory with its versions", query=SCOPE_QUERY),
     Route(
@@ -217,6 +223,12 @@ ROUTES: tuple[Route, ...] = (
         "/v1/memories/<memory_id>",
         "A new version of a memory",
         body=(_text("content", 20_000, True),),
+        query=SCOPE_QUERY,
+    ),
+    Route(
+        "POST",
+        "/v1/memories/<memory_id>/restore",
+        "Restore an evicted (decayed) memory",
         query=SCOPE_QUERY,
     ),
     Route(

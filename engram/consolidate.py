@@ -20,7 +20,16 @@ Either way a candidate becomes a memory with ``source = "consolidate"`` and its 
 ``meta.consolidated`` (``kind``, ``key``, ``sources``: session ids, ``by``). A candidate whose
 key (heuristics: the kind and its subject) or text matches a live consolidated memory of the
 project is that memory again: unchanged text is left alone, changed text becomes a new version
-(``memories.new_version``), never an edit in place. Nothing here deletes.
+(``memories.new_version``), never an edit in place.
+
+**Decay**: a consolidated memory's strength is ``(1 + uses) * 0.5 ** (idle days / half-life)``
+(``ENGRAM_MEMORY_HALF_LIFE_DAYS``), where a use is being returned by search or given to a
+session (``memories.touch``) and idle counts from the last use or edit. Each run evicts those
+below ``EVICT_BELOW`` — a memory never used goes after two half-lives, one used three times
+after four: out of search and context, kept with its versions, listed by
+``GET /v1/memories?evicted=true`` and restored by ``POST /v1/memories/<id>/restore`` — and
+forgets for good those evicted longer than ``ENGRAM_MEMORY_EVICTION_GRACE_DAYS``. Only
+consolidated memories decay: what a person or a memory file wrote stays until it is forgotten.
 """
 
 from __future__ import annotations
@@ -53,6 +62,8 @@ MAX_PROJECTS = 5
 """Projects consolidated per run: a run's work, and its LLM calls, stay bounded."""
 MAX_PER_KIND = 5
 FAMILIES = {"test": "tests", "build": "builds", "lint": "lint", "typecheck": "type checks"}
+EVICT_BELOW = 0.25
+DAY = 86400.0
 MARK = "consolidate:"
 """Heartbeat name prefix: ``consolidate:<project>`` holds when its last summary was read."""
 
@@ -250,12 +261,53 @@ def mark(store: Store, project: str, read_to: float, report: dict[str, Any]) -> 
         heartbeat.beat(conn, mark_name(project), {"readTo": read_to, **report})
 
 
-def run(store: Store, queue_llm: Any = None) -> dict[str, Any]:
-    """One consolidation run over the due projects. ``queue_llm(conn, project, newest
-    summary session id)``, when given, queues the LLM's pass (``engram.llm.work``)."""
+def strength(memory: Any, half_life_days: float, at: float) -> float:
+    """A memory row's strength now (see the module's docstring)."""
+    last = max(memory.accessed_at or 0.0, memory.updated_at or 0.0)
+    idle_days = max(at - last, 0.0) / DAY
+    return float((1 + (memory.access_count or 0)) * 0.5 ** (idle_days / half_life_days))
+
+
+def decay(
+    store: Store, half_life_days: float, grace_days: float, at: float | None = None
+) -> dict[str, int]:
+    """Evict the consolidated memories that decayed; forget those evicted past the grace."""
+    at = at or now()
+    done = {"evicted": 0, "forgotten": 0}
+    if half_life_days <= 0:
+        return done
+    table = memories_table
+    with store.write(background=True) as conn:
+        rows = conn.execute(
+            select(table).where(table.c.source == SOURCE, table.c.forgotten_at.is_(None))
+        ).all()
+        for row in rows:
+            if row.evicted_at is None:
+                left = strength(row, half_life_days, at)
+                if left < EVICT_BELOW:
+                    idle = (at - max(row.accessed_at or 0.0, row.updated_at)) / DAY
+                    why = f"decayed: strength {left:.2f} after {idle:.0f} idle days"
+                    done["evicted"] += memories.evict_in(conn, store.keyword, row.id, why)
+            elif at - row.evicted_at > grace_days * DAY:
+                why = f"evicted {(at - row.evicted_at) / DAY:.0f} days ago and not restored"
+                done["forgotten"] += memories.forget_in(
+                    conn, store.keyword, row.id, actor="decay", reason=why
+                )
+    return done
+
+
+def run(
+    store: Store,
+    queue_llm: Any = None,
+    half_life_days: float = 0.0,
+    grace_days: float = 30.0,
+) -> dict[str, Any]:
+    """One consolidation run over the due projects, then decay (``half_life_days`` 0: none).
+    ``queue_llm(conn, project, newest summary session id)``, when given, queues the LLM's
+    pass (``engram.llm.work``)."""
     with store.read() as conn:
         due = due_projects(conn)
-    report: dict[str, Any] = {"projects": {}}
+    report: dict[str, Any] = {"projects": {}, "decay": decay(store, half_life_days, grace_days)}
     for project, newest in due:
         with store.read() as conn:
             summaries = recent_summaries(conn, project)

@@ -133,10 +133,11 @@ def build(
         )
 
     sections: list[tuple[str, list[Item]]] = []
-    mem_items = [Item(f"- {m['text']}") for m in find(8, ("memory",))]
-    if not mem_items and not query:
+    offered = [(m["id"], m["text"]) for m in find(8, ("memory",))]
+    if not offered and not query:
         newest, _ = memories.list_memories(store, scope, limit=8)
-        mem_items = [Item(f"- {m['content']}") for m in newest]
+        offered = [(m["id"], m["content"]) for m in newest]
+    mem_items = [Item(f"- {text}") for _, text in offered]
 
     with store.read() as conn:
         last = sessions.last_summarised(conn, scope, exclude=session_id)
@@ -176,7 +177,16 @@ def build(
         # a project with nothing recorded has no profile worth a line of the agent's context
         sections.append(("## Project profile", [Item(line) for line in _profile_lines(prof)]))
     head = f"# Engram memory: {scope.project}"
-    return _fit(head, sections, budget_tokens, prof)
+    block = _fit(head, sections, budget_tokens, prof)
+    _used(store, [i for i, text in offered if f"- {text}" in block["context"]])
+    return block
+
+
+def _used(store: Store, memory_ids: list[str]) -> None:
+    """The memories a block gave a session count as used: their decay starts over."""
+    if memory_ids:
+        with store.write() as conn:
+            memories.touch(conn, memory_ids)
 
 
 def for_prompt(
@@ -255,6 +265,7 @@ def for_prompt(
                     context_injections,
                     {"session_id": session_id, "item_id": item_id, "injected_at": now()},
                 )
+            memories.touch(conn, [i for i in cited if i.startswith("mem_")])
     return block
 
 

@@ -214,6 +214,18 @@ def _observation_llm(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE observations ADD COLUMN llm TEXT"))
 
 
+def _memory_use(conn: Connection) -> None:
+    """Memories: when they were last used, how often, and when they were evicted (decay)."""
+    have = {c["name"] for c in inspect(conn).get_columns("memories")}
+    for name, kind in (
+        ("accessed_at", "FLOAT"),
+        ("access_count", "INTEGER NOT NULL DEFAULT 0"),
+        ("evicted_at", "FLOAT"),
+    ):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE memories ADD COLUMN {name} {kind}"))
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -230,6 +242,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (11, "graph: emptied edges by destination", _empty_edges_index),
     (12, "LLM spend by day, provider, model and task", _llm_usage),
     (13, "observations: the LLM's reading", _observation_llm),
+    (14, "memories: use, access count, eviction", _memory_use),
 )
 
 

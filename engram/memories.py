@@ -199,7 +199,13 @@ def new_version(
             memory_id=memory_id, version=version, content=content, created_at=at
         )
     )
-    values: dict[str, Any] = {"content": content, "version": version, "updated_at": at}
+    # an edit is a use: an evicted memory that is edited is back in the indexes
+    values: dict[str, Any] = {
+        "content": content,
+        "version": version,
+        "updated_at": at,
+        "evicted_at": None,
+    }
     if meta is not None:
         values["meta"] = dumps(meta)
     conn.execute(update(memories).where(memories.c.id == memory_id).values(**values))
@@ -267,6 +273,79 @@ def forget_in(
     return True
 
 
+def touch(conn: Connection, memory_ids: list[str], at: float | None = None) -> int:
+    """Memories were used (returned by search, given to a session): their decay starts over
+    and their strength grows (``engram.consolidate.strength``)."""
+    if not memory_ids:
+        return 0
+    result = conn.execute(
+        update(memories)
+        .where(memories.c.id.in_(memory_ids[:200]), memories.c.forgotten_at.is_(None))
+        .values(accessed_at=at or now(), access_count=memories.c.access_count + 1)
+    )
+    return int(result.rowcount or 0)
+
+
+def evict_in(conn: Connection, keyword: KeywordIndex, memory_id: str, reason: str) -> bool:
+    """Take a decayed memory out of every index, keeping it (and its versions) to restore."""
+    at = now()
+    row = conn.execute(
+        select(memories.c.project).where(
+            memories.c.id == memory_id,
+            memories.c.forgotten_at.is_(None),
+            memories.c.evicted_at.is_(None),
+        )
+    ).first()
+    if row is None:
+        return False
+    conn.execute(update(memories).where(memories.c.id == memory_id).values(evicted_at=at))
+    keyword.delete(conn, memory_id)
+    audit.record(
+        conn,
+        "decay",
+        "memory.evict",
+        "memory",
+        memory_id,
+        {"project": row.project, "reason": reason},
+    )
+    return True
+
+
+def restore(
+    store: Store, keyword: KeywordIndex, memory_id: str, actor: str = "api"
+) -> dict[str, Any] | None:
+    """An evicted memory back in the indexes, its decay started over; None when it is not
+    evicted (unknown, forgotten, or live)."""
+    at = now()
+    with store.write() as conn:
+        row = conn.execute(
+            select(memories).where(
+                memories.c.id == memory_id,
+                memories.c.forgotten_at.is_(None),
+                memories.c.evicted_at.is_not(None),
+            )
+        ).first()
+        if row is None:
+            return None
+        conn.execute(
+            update(memories)
+            .where(memories.c.id == memory_id)
+            .values(evicted_at=None, accessed_at=at)
+        )
+        _index(
+            conn,
+            keyword,
+            memory_id,
+            row.project,
+            row.content,
+            loads(row.concepts, []),
+            row.agent_id,
+            row.updated_at,
+        )
+        audit.record(conn, actor, "memory.restore", "memory", memory_id, {"project": row.project})
+        return to_dict(conn.execute(select(memories).where(memories.c.id == memory_id)).one())
+
+
 def get(store: Store, memory_id: str, with_versions: bool = False) -> dict[str, Any] | None:
     with store.read() as conn:
         row = conn.execute(
@@ -292,8 +371,12 @@ def get(store: Store, memory_id: str, with_versions: bool = False) -> dict[str, 
     return item
 
 
-def scoped(stmt: Any, scope: Scope) -> Any:
+def scoped(stmt: Any, scope: Scope, evicted: bool = False) -> Any:
+    """Live memories in scope: not forgotten, and not evicted (or, ``evicted``, only those)."""
     stmt = stmt.where(memories.c.forgotten_at.is_(None))
+    stmt = stmt.where(
+        memories.c.evicted_at.is_not(None) if evicted else memories.c.evicted_at.is_(None)
+    )
     if not scope.all_projects:
         stmt = stmt.where(memories.c.project.in_(scope.projects()))
     if scope.agent_id is not None:
@@ -307,9 +390,11 @@ def list_memories(
     limit: int,
     cursor: str | None = None,
     memory_scope: str | None = None,
+    evicted: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Most recently updated first, keyset-paginated on (updated_at, id)."""
-    stmt = scoped(select(memories), scope)
+    """Most recently updated first, keyset-paginated on (updated_at, id); ``evicted``: the
+    evicted ones instead (restorable)."""
+    stmt = scoped(select(memories), scope, evicted=evicted)
     if memory_scope:
         stmt = stmt.where(memories.c.scope == memory_scope)
     with store.read() as conn:
@@ -340,5 +425,8 @@ def to_dict(row: Any) -> dict[str, Any]:
         "source": row.source,
         "createdAt": iso(row.created_at),
         "updatedAt": iso(row.updated_at),
+        "accessedAt": iso(getattr(row, "accessed_at", None)),
+        "accessCount": getattr(row, "access_count", 0) or 0,
+        **({"evictedAt": iso(row.evicted_at)} if getattr(row, "evicted_at", None) else {}),
         **({"meta": loads(row.meta, None)} if getattr(row, "meta", None) else {}),
     }

@@ -82,6 +82,12 @@ memories = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("forgotten_at", Float),
+    # Use and decay (engram.consolidate): when it was last returned by search or given to a
+    # session, how often; an evicted memory (decayed) is out of every index but kept, and can be
+    # restored until it is forgotten for good.
+    Column("accessed_at", Float),
+    Column("access_count", Integer, nullable=False, default=0, server_default="0"),
+    Column("evicted_at", Float),
     # JSON: provenance of a memory imported from a file ({source, path, anchor, sourceKey,
     # contentHash, links}) or, for a sync-conflict copy, {conflict: {memoryId, sourceKey, ...}}
     Column("meta", Text),

@@ -183,6 +183,13 @@ def _fraction(raw: str) -> float:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"expected a number >= 0, got {raw!r}")
+    return value
+
+
 def _port(raw: str) -> int:
     value = int(raw)
     if not 0 <= value <= 65535:
@@ -699,6 +706,24 @@ SETTINGS: tuple[Spec, ...] = (
         "per project (at most 5 projects a run).",
     ),
     Spec(
+        "ENGRAM_MEMORY_HALF_LIFE_DAYS",
+        "memory_half_life_days",
+        _non_negative_float,
+        30.0,
+        "Half-life of a consolidated memory's strength while it is not used (returned by "
+        "search or given to a session); below a quarter it is evicted: out of search and "
+        "context, kept and restorable. 0: consolidated memories never decay. Memories a person "
+        "or a memory file wrote never decay.",
+    ),
+    Spec(
+        "ENGRAM_MEMORY_EVICTION_GRACE_DAYS",
+        "memory_eviction_grace_days",
+        _non_negative_float,
+        30.0,
+        "How long an evicted memory can be restored (POST /v1/memories/<id>/restore) before "
+        "it is forgotten for good.",
+    ),
+    Spec(
         "ENGRAM_PROJECT",
         "project",
         str,
@@ -848,6 +873,8 @@ class Settings:
     llm_backlog_max: int
     llm_max_age_hours: float
     consolidate_interval_seconds: float
+    memory_half_life_days: float
+    memory_eviction_grace_days: float
     project: str
     hook_timeout_seconds: float
     spool_max_bytes: int

@@ -23,7 +23,12 @@ def consolidate_projects() -> dict[str, Any]:
         def queue_llm(conn: Any, project: str, newest: str) -> bool:
             return work.queue_consolidation(conn, newest, settings)
 
-    report = consolidate.run(services.store(), queue_llm)
+    report = consolidate.run(
+        services.store(),
+        queue_llm,
+        half_life_days=settings.memory_half_life_days,
+        grace_days=settings.memory_eviction_grace_days,
+    )
     if any(counts.get("llmQueued") for counts in report["projects"].values()):
         dispatch.kick_derived()
     return report

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from engram import consolidate
+from engram import memories as memories_api
 from engram.bench.context import fill, load_coding
 from engram.llm import Ledger, llm_from_settings
 from engram.llm import work as llm_work
@@ -184,3 +185,67 @@ def test_consolidation_is_scheduled_by_beat(settings: Settings) -> None:
     entry = next(e for e in schedule.values() if e["task"] == CONSOLIDATE_TASK)
     assert entry["schedule"] == settings.consolidate_interval_seconds == 3600.0
     assert entry["options"]["queue"] == "maintenance"
+
+
+def _age(store: Store, memory_id: str, days: float) -> None:
+    """Make a memory look ``days`` idle (its last edit and use that long ago)."""
+    at = consolidate.now() - days * consolidate.DAY
+    with store.write() as conn:
+        conn.execute(
+            memories.update()
+            .where(memories.c.id == memory_id)
+            .values(updated_at=at, accessed_at=None)
+        )
+
+
+def test_unused_consolidated_memories_decay_are_evicted_restorable_then_forgotten(
+    api: Any, project: str
+) -> None:
+    store = api.store
+    made = memories_api.NewMemory(
+        content="Deploys go through `make ship`.", project=project, source="consolidate"
+    )
+    with store.write() as conn:
+        kept = memories_api.insert_memory(
+            conn, store.keyword, made, meta={"consolidated": {"kind": "procedure", "key": "k"}}
+        )
+        own = memories_api.insert_memory(
+            conn,
+            store.keyword,
+            memories_api.NewMemory(content="Deploys need a VPN.", project=project),
+        )
+    _age(store, kept["id"], 45)  # strength 0.5 ** 1.5 = 0.35: stays
+    _age(store, own["id"], 400)  # a person's memory never decays
+    assert consolidate.decay(store, 30, 30) == {"evicted": 0, "forgotten": 0}
+    _age(store, kept["id"], 61)  # past two half-lives: 0.24
+    assert consolidate.decay(store, 30, 30)["evicted"] == 1
+    status, listed = api.get(f"/v1/memories?project={project}")
+    assert [m["id"] for m in listed["items"]] == [own["id"]]
+    evicted = api.get(f"/v1/memories?project={project}&evicted=true")[1]["items"]
+    assert [m["id"] for m in evicted] == [kept["id"]] and evicted[0]["evictedAt"]
+    hits = api.post("/v1/search", {"query": "make ship", "project": project})[1]["items"]
+    assert kept["id"] not in [h["id"] for h in hits]
+    assert api.post(f"/v1/memories/{own['id']}/restore")[0] == 409
+    status, restored = api.post(f"/v1/memories/{kept['id']}/restore")
+    assert status == 200 and "evictedAt" not in restored and restored["content"] == made.content
+    hits = api.post("/v1/search", {"query": "make ship", "project": project})[1]["items"]
+    assert hits and hits[0]["id"] == kept["id"]
+    # found by search: used, so it is strong again
+    assert api.get(f"/v1/memories/{kept['id']}")[1]["accessCount"] == 1
+    assert consolidate.decay(store, 30, 30)["evicted"] == 0
+    # evicted again and never restored: forgotten for good after the grace
+    _age(store, kept["id"], 200)
+    assert consolidate.decay(store, 30, 30)["evicted"] == 1
+    later = consolidate.now() + 31 * consolidate.DAY
+    assert consolidate.decay(store, 30, 30, at=later)["forgotten"] == 1
+    assert api.get(f"/v1/memories/{kept['id']}")[0] == 404
+    assert api.post(f"/v1/memories/{kept['id']}/restore")[0] == 404
+
+
+def test_a_session_given_a_memory_uses_it(api: Any, project: str) -> None:
+    status, memory = api.post("/v1/memories", {"project": project, "content": "Use pnpm, not npm."})
+    assert status == 201 and memory["accessCount"] == 0
+    started = api.post("/v1/sessions", {"sessionId": f"{project}-s", "project": project})[1]
+    assert "Use pnpm, not npm." in started["context"]
+    after = api.get(f"/v1/memories/{memory['id']}")[1]
+    assert after["accessCount"] == 1 and after["accessedAt"]

@@ -46,8 +46,18 @@ def list_() -> Any:
         items = [m for m in (memories.get(store(), i) for i in ids) if m is not None]
         wanted = request.args.get("scope")
         return jsonify(page([m for m in items if not wanted or m["scope"] == wanted], None))
+    evicted = (request.args.get("evicted") or "").lower()
+    if evicted not in ("", "true", "false"):
+        raise ApiError(
+            422, "evicted must be true or false", details={"fields": {"evicted": "true or false"}}
+        )
     items, cursor = memories.list_memories(
-        store(), scope, limit, request.args.get("cursor"), request.args.get("scope") or None
+        store(),
+        scope,
+        limit,
+        request.args.get("cursor"),
+        request.args.get("scope") or None,
+        evicted=evicted == "true",
     )
     return jsonify(page(items, cursor))
 
@@ -75,6 +85,18 @@ def new_version(memory_id: str) -> Any:
         )
     in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
     item = memories.update_content(store(), store().keyword, memory_id, content)
+    if item is None:
+        raise ApiError(404, f"no memory {memory_id!r}")
+    return jsonify(item)
+
+
+@bp.post("/v1/memories/<memory_id>/restore")
+def restore(memory_id: str) -> Any:
+    in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
+    current = memories.get(store(), memory_id)
+    if current is not None and not current.get("evictedAt"):
+        raise ApiError(409, f"memory {memory_id!r} is not evicted: nothing to restore")
+    item = memories.restore(store(), store().keyword, memory_id)
     if item is None:
         raise ApiError(404, f"no memory {memory_id!r}")
     return jsonify(item)

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
-from engram import context, search
+from engram import context, memories, search
 from engram.api.errors import ApiError
 from engram.api.util import json_body, reranker, scope_from, settings, store, vectors
 
@@ -58,6 +58,10 @@ def search_() -> Any:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
     if problem is not None:
         result.setdefault("degraded", {})["rerank"] = problem
+    used = [hit["id"] for hit in result["items"] if hit.get("kind") == "memory"]
+    if used:  # a memory found is a memory used: its decay starts over
+        with store().write() as conn:
+            memories.touch(conn, used)
     return jsonify(result)
 
 
