@@ -180,6 +180,17 @@ ROUTES: tuple[Route, ...] = (
         ),
     ),
     Route(
+        "GET",
+        "/v1/graph/facts",
+        "Facts between named things, with when each held",
+        query=(
+            *SCOPE_QUERY,
+            Field("entity", "string", max_length=300),
+            Field("history", "string", enum=("true", "false")),
+            LIMIT,
+        ),
+    ),
+    Route(
         "POST",
         "/v1/graph/query",
         "Entities, their neighbours and the documents about them",

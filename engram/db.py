@@ -226,6 +226,11 @@ def _memory_use(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE memories ADD COLUMN {name} {kind}"))
 
 
+def _graph_facts(conn: Connection) -> None:
+    """Facts between named things, with when each held (engram.graph.facts)."""
+    schema.graph_facts.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -243,6 +248,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (12, "LLM spend by day, provider, model and task", _llm_usage),
     (13, "observations: the LLM's reading", _observation_llm),
     (14, "memories: use, access count, eviction", _memory_use),
+    (15, "graph facts with temporal validity", _graph_facts),
 )
 
 

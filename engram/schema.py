@@ -334,6 +334,32 @@ graph_edges = Table(
     ),
 )
 
+# Facts between named things (engram.graph.facts), beyond what heuristics extract from code:
+# "orders-service uses PostgreSQL", with when each held. A fact contradicted later is never
+# deleted: it gets ``valid_to`` and ``replaced_by`` (the fact that replaced it). Names are kept
+# normalised (``subject_key``, ``object_key``: what merging compares) and as first written.
+graph_facts = Table(
+    "graph_facts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", String(ID), nullable=False),
+    Column("subject_key", String(300), nullable=False),
+    Column("subject", String(300), nullable=False),
+    Column("relation", String(64), nullable=False),
+    Column("object_key", String(300), nullable=False),
+    Column("object", String(300), nullable=False),
+    Column("exclusive", Integer, nullable=False, default=0),  # holds one object at a time
+    Column("valid_from", Float, nullable=False),
+    Column("valid_to", Float),
+    Column("replaced_by", Integer),
+    Column("source_doc", String(64)),  # the summary document it was read from
+    Column("session_id", String(ID)),
+    Column("by", String(300), nullable=False),  # provider:model
+    Column("created_at", Float, nullable=False),
+    Index("ix_graph_facts_project_subject", "project", "subject_key"),
+    Index("ix_graph_facts_project_object", "project", "object_key"),
+)
+
 # Which entities a session holds for same_session edges, with how many of its documents name
 # each one; ``paired`` marks the members that have their same_session edges (at most
 # graph.MAX_SESSION_PAIRED per session and agent).

@@ -94,15 +94,16 @@ def summarize(session_id: str) -> str:
     if waiting:
         return "waiting"
     llm = runtime.services().llm()
-    queued: list[bool] = []
+    dropped: list[str] = []
 
-    def then(conn: Any) -> None:  # the LLM summary, queued with the heuristic one
-        queued.append(work.queue_summary(conn, session_id, runtime.services().settings))
+    def then(conn: Any) -> None:  # the LLM's work on the session, queued with its summary
+        dropped.extend(work.queue_session(conn, session_id, runtime.services().settings))
 
     result = summary.summarize_session(store, session_id, then if llm is not None else None)
-    if llm is not None and queued == [False]:
-        log.info("LLM backlog full: session %s keeps its heuristic summary", session_id)
-        llm.ledger.add("", "", "summarize", dropped=1)
+    for task in dropped:
+        log.info("LLM backlog full: session %s keeps its heuristic %s", session_id, task)
+        if llm is not None:
+            llm.ledger.add("", "", task, dropped=1)
     if result is not None:
         dispatch.kick_derived()
     return "missing" if result is None else "summarized"

@@ -40,6 +40,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "/v1/graph/query": {"project": "fz", "entity": "billing.py", "depth": 2, "limit": 5},
     "/v1/memories": {"content": "Use uv for dependencies", "project": "fz", "tags": ["tools"]},
     "/v1/memories/<memory_id>": {"content": "Use uv, pinned", "reason": "edited"},
+    "/v1/memories/<memory_id>/restore": {},
     "/v1/sync/files": {
         "user": "dev",
         "project": "fz",

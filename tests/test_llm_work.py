@@ -30,9 +30,39 @@ GOOD = {
 }
 
 
+FACTS = {
+    "facts": [
+        {"subject": "checkout", "relation": "uses", "object": "Stripe", "exclusive": True},
+        {
+            "subject": "checkout",
+            "relation": "depends on",
+            "object": "payments-api",
+            "exclusive": False,
+        },
+    ]
+}
+
+
+def task_of(request: dict[str, Any]) -> str:
+    system = request["body"]["messages"][0]["content"]
+    if "extract facts" in system:
+        return "graph"
+    if "one event" in system:
+        return "compress"
+    return "summary"
+
+
+def by_task(request: dict[str, Any]) -> str:
+    return json.dumps({"graph": FACTS, "compress": READING, "summary": GOOD}[task_of(request)])
+
+
+def asked(fake: FakeLLMServer, task: str) -> list[dict[str, Any]]:
+    return [r for r in fake.requests if task_of(r) == task]
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeLLMServer]:
-    server = FakeLLMServer(default=json.dumps(GOOD))
+    server = FakeLLMServer(default=by_task)
     yield server
     server.close()
 
@@ -115,7 +145,7 @@ def test_a_session_summary_is_rewritten_by_the_llm_and_the_next_context_uses_it(
         assert made["decisions"] == GOOD["decisions"]
         assert "Retry the payment call once (why: the gateway times out)" in session["summary"]
         assert "src/checkout.py" in session["summaryData"]["filesChanged"]  # the heuristic's kept
-        (request,) = fake.requests
+        (request,) = asked(fake, "summary")
         body = request["body"]
         assert body["model"] == "gpt-4o" and body["response_format"] == {"type": "json_object"}
         prompt = body["messages"][1]["content"]
@@ -124,8 +154,16 @@ def test_a_session_summary_is_rewritten_by_the_llm_and_the_next_context_uses_it(
         assert hits and hits[0]["kind"] == "summary"
         started = api.post("/v1/sessions", {"sessionId": "s-after", "project": project})[1]
         assert "Add a test for the refund path" in started["context"]
+        wait_for(lambda: asked(fake, "graph"), 10, message="the facts asked for")
+        facts = wait_for(
+            lambda: api.get(f"/v1/graph/facts?project={project}")[1]["items"], 10, message="facts"
+        )
+        assert {(f["subject"], f["relation"], f["object"]) for f in facts} == {
+            ("checkout", "uses", "Stripe"),
+            ("checkout", "depends_on", "payments-api"),
+        }
         status = api.get("/v1/status")[1]
-        assert status["llm"]["budget"]["tokens"] == 120 and status["llm"]["backlog"]["pending"] == 0
+        assert status["llm"]["budget"]["tokens"] == 240 and status["llm"]["backlog"]["pending"] == 0
 
 
 def test_a_bad_answer_twice_leaves_the_heuristic_summary(
@@ -151,14 +189,15 @@ def test_a_bad_answer_twice_leaves_the_heuristic_summary(
     )
     with gateway_api(tmp_path, **llm_env(fake)) as api:
         run_session(api, project, "s-bad")
-        wait_for(lambda: len(fake.requests) == 2, 20, message="two asks")
+        wait_for(lambda: len(fake.requests) == 4, 20, message="two asks of each task")
         wait_for(
             lambda: api.get("/v1/status")[1]["llm"]["backlog"]["pending"] == 0, 10, message="done"
         )
         session = api.get("/v1/sessions/s-bad")[1]
         assert "llm" not in session["summaryData"] and session["summary"].startswith("Request:")
-        (row,) = Ledger(api.store).rows("0000")
-        assert (row["calls"], row["invalid"], row["task"]) == (2, 2, "summarize")
+        rows = {r["task"]: r for r in Ledger(api.store).rows("0000")}
+        assert (rows["summarize"]["calls"], rows["summarize"]["invalid"]) == (2, 2)
+        assert (rows["graph-extract"]["calls"], rows["graph-extract"]["invalid"]) == (2, 2)
 
 
 def test_a_provider_that_is_down_keeps_the_work_for_later(
@@ -173,7 +212,10 @@ def test_a_provider_that_is_down_keeps_the_work_for_later(
             10,
             message="the failure recorded",
         )
-        assert status["llm"]["backlog"]["pending"] == 1  # kept, leased for its backoff
+        wait_for(lambda: len(fake.requests) >= 2, 10, message="both tasks tried")
+        status = api.get("/v1/status")[1]
+        backlog = status["llm"]["backlog"]  # kept, leased for their backoff
+        assert backlog["byTask"]["summarize"] == 1 and backlog["byTask"]["graph-extract"] == 1
         assert "HTTP 503" in status["llm"]["backlog"]["lastError"]
         assert any(p["component"] == "llm" for p in status["problems"])
 
@@ -184,14 +226,14 @@ def test_a_full_backlog_drops_new_work_and_counts_it(
     fake.default = Answer(503)  # the first item stays queued
     with gateway_api(tmp_path, **llm_env(fake, ENGRAM_LLM_BACKLOG_MAX="1")) as api:
         run_session(api, project, "s-one")
-        wait_for(lambda: fake.requests, 20, message="a call")
+        wait_for(lambda: len(fake.requests) >= 2, 20, message="a call of each task")
         run_session(api, project, "s-two")
         wait_for(lambda: api.get("/v1/sessions/s-two")[1]["summary"], 15, message="summary")
         rows = wait_for(
             lambda: [r for r in Ledger(api.store).rows("0000") if r["dropped"]], 10, message="drop"
         )
-        assert rows[0]["task"] == "summarize" and rows[0]["dropped"] == 1
-        assert api.get("/v1/status")[1]["llm"]["backlog"]["pending"] == 1
+        assert {(r["task"], r["dropped"]) for r in rows} == {("summarize", 1), ("graph-extract", 1)}
+        assert api.get("/v1/status")[1]["llm"]["backlog"]["pending"] == 2
 
 
 def test_parse_summary_validates_shape_types_and_bounds() -> None:
@@ -272,10 +314,16 @@ def test_distributed_summaries_go_through_the_llm_queue(
             message=f"the LLM summary\n{llm_pool.output()[-3000:]}",
         )
         assert session["summaryData"]["llm"]["open"] == GOOD["open"]
-        assert len(fake.requests) == 1
+        assert len(asked(fake, "summary")) == 1
         assert "engram.llm" in llm_pool.output()  # the llm pool ran it
+        facts = wait_for(
+            lambda: cluster.request("GET", f"/v1/graph/facts?project={project}")[1]["items"],
+            20,
+            message="the session's facts",
+        )
+        assert len(facts) == 2 and len(asked(fake, "graph")) == 1
         status = cluster.request("GET", "/v1/status")[1]
-        assert status["llm"]["budget"]["tokens"] == 120 and status["llm"]["backlog"]["pending"] == 0
+        assert status["llm"]["budget"]["tokens"] == 240 and status["llm"]["backlog"]["pending"] == 0
 
 
 READING = {
@@ -292,11 +340,6 @@ READING = {
 def test_opted_in_projects_get_the_llm_reading_of_each_observation(
     tmp_path: Path, fake: FakeLLMServer, project: str
 ) -> None:
-    def answer(request: dict[str, Any]) -> str:
-        system = request["body"]["messages"][0]["content"]
-        return json.dumps(READING if "one event" in system else GOOD)
-
-    fake.default = answer
     env = llm_env(fake, ENGRAM_LLM_COMPRESS_PROJECTS=project)
     with gateway_api(tmp_path, **env) as api:
         run_session(api, "not-opted-in", "s-other")  # summaries only for this one
@@ -311,11 +354,7 @@ def test_opted_in_projects_get_the_llm_reading_of_each_observation(
         assert items[0]["llm"]["concepts"] == ["payments", "mocks"]
         assert items[0]["llm"]["provider"] == "openai"
         assert all("llm" not in o for o in api.get("/v1/sessions/s-other/observations")[1]["items"])
-        compress_prompts = [
-            r["body"]["messages"][1]["content"]
-            for r in fake.requests
-            if "one event" in r["body"]["messages"][0]["content"]
-        ]
+        compress_prompts = [r["body"]["messages"][1]["content"] for r in asked(fake, "compress")]
         assert len(compress_prompts) == 3  # the opted-in project's three events, nothing else
         assert any("FAILED test_pay" in p and "Output:" in p for p in compress_prompts)
         hits = api.post("/v1/search", {"query": "idempotency keys", "project": project})[1]["items"]

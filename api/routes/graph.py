@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
 from engram import graph, search
 from engram.api.errors import ApiError
-from engram.api.util import json_body, scope_from, store
+from engram.api.util import json_body, limit_arg, scope_from, store
+from engram.graph import facts
 
 bp = Blueprint("graph", __name__)
 MAX_NAME_CHARS = 300
@@ -51,3 +52,31 @@ def graph_query() -> Any:
         )
         items = search.hydrate(conn, answer.hits)
     return jsonify({"entities": answer.entities, "neighbours": answer.neighbours, "items": items})
+
+
+@bp.get("/v1/graph/facts")
+def graph_facts() -> Any:
+    """Facts between named things (with a provider set, read from sessions by the LLM), with
+    when each held; ``history=true`` adds the ended ones."""
+    scope = scope_from(request.args.get("project"), request.args.get("agentId"))
+    if scope.all_projects:
+        raise ApiError(
+            422, "facts are per project", details={"fields": {"project": "one project, not *"}}
+        )
+    history = (request.args.get("history") or "false").lower()
+    if history not in ("true", "false"):
+        raise ApiError(
+            422, "history must be true or false", details={"fields": {"history": "true or false"}}
+        )
+    entity = request.args.get("entity")
+    if entity is not None and (not entity.strip() or len(entity) > MAX_NAME_CHARS):
+        raise ApiError(
+            422,
+            "invalid entity",
+            details={"fields": {"entity": f"1-{MAX_NAME_CHARS} characters"}},
+        )
+    with store().read() as conn:
+        items = facts.about(
+            conn, scope.project, entity, history=history == "true", limit=limit_arg()
+        )
+    return jsonify({"items": items})

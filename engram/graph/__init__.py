@@ -17,7 +17,8 @@ Scope is applied inside every query: entities are matched only in the scope's pr
 and edges are filtered by agent (and documents by kind) in the SQL that ranks them.
 
 The package's parts: ``extract`` (entities of a document), ``maintain`` (apply derive-queue changes)
-and ``read`` (the search stream, ``query``, counts).
+and ``read`` (the search stream, ``query``, counts); ``facts`` keeps the facts between named
+things that the optional LLM reads from sessions, with when each held.
 """
 
 from engram.graph.extract import (

@@ -1,7 +1,8 @@
 """LLM work on the store: a bounded, durable backlog, worked through by ``drain``.
 
-The backlog is three targets of the derive queue: ``llm_summary`` (one row per session summary,
-``engram.llm.summaries``), ``llm_consolidate`` (one per project and consolidation run,
+The backlog is four targets of the derive queue: ``llm_summary`` (one row per session summary,
+``engram.llm.summaries``), ``llm_graph`` (the facts of that session, ``engram.llm.graphing``),
+``llm_consolidate`` (one per project and consolidation run,
 ``engram.llm.consolidation``) and ``llm_compress`` (one per observation of an opted-in project,
 ``engram.llm.records``), each row written in the transaction that stored what it is about, so a
 crash loses nothing. It is bounded twice: at most ``ENGRAM_LLM_BACKLOG_MAX`` rows per task (past
@@ -22,6 +23,7 @@ from engram import derive
 from engram.backoff import backoff_seconds
 from engram.llm.chain import LLM
 from engram.llm.consolidation import consolidate_with_llm
+from engram.llm.graphing import extract_with_llm
 from engram.llm.records import compress_with_llm
 from engram.llm.summaries import summarize_with_llm
 from engram.summary import summary_doc_id
@@ -33,12 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("engram.llm")
 
 SUMMARY_TARGET = "llm_summary"
+GRAPH_TARGET = "llm_graph"
 CONSOLIDATE_TARGET = "llm_consolidate"
 COMPRESS_TARGET = "llm_compress"
-TARGETS = (SUMMARY_TARGET, CONSOLIDATE_TARGET, COMPRESS_TARGET)
-"""In the order they are served: session summaries, a project's consolidation, then the
-rewrites of single observations."""
+TARGETS = (SUMMARY_TARGET, GRAPH_TARGET, CONSOLIDATE_TARGET, COMPRESS_TARGET)
+"""In the order they are served: session summaries, a session's facts (read after its
+summary), a project's consolidation, then the rewrites of single observations."""
 TASK_OF = {
+    GRAPH_TARGET: "graph-extract",
     SUMMARY_TARGET: "summarize",
     CONSOLIDATE_TARGET: "consolidate",
     COMPRESS_TARGET: "compress",
@@ -49,10 +53,16 @@ MAX_ATTEMPTS = 3
 RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 60.0, 1800.0
 
 
-def queue_summary(conn: Any, session_id: str, settings: Settings) -> bool:
-    """Ask for the LLM summary of a session whose heuristic summary was just stored (call in
-    its write transaction). False when the backlog is full: the heuristic summary stands."""
-    return _queue(conn, SUMMARY_TARGET, summary_doc_id(session_id), settings)
+def queue_session(conn: Any, session_id: str, settings: Settings) -> list[str]:
+    """Ask for the LLM summary of a session whose heuristic summary was just stored, and for
+    the facts it establishes (call in its write transaction). Returns the tasks dropped because
+    their backlog is full: their heuristic results stand."""
+    doc_id = summary_doc_id(session_id)
+    return [
+        TASK_OF[target]
+        for target in (SUMMARY_TARGET, GRAPH_TARGET)
+        if not _queue(conn, target, doc_id, settings)
+    ]
 
 
 def compresses(settings: Settings, project: str) -> bool:
@@ -102,6 +112,8 @@ def drain(store: Store, llm: LLM, settings: Settings, limit: int = 1) -> int:
             continue
         if target == SUMMARY_TARGET:
             what, retry = summarize_with_llm(store, llm, change.doc.session_id or "")
+        elif target == GRAPH_TARGET:
+            what, retry = extract_with_llm(store, llm, change.doc.session_id or "")
         elif target == CONSOLIDATE_TARGET:
             what, retry = consolidate_with_llm(store, llm, change.doc.project)
         else:
