@@ -95,3 +95,31 @@ def test_the_facts_route_checks_its_query(api: object, project: str) -> None:
     assert api.get(f"/v1/graph/facts?project={project}") == (200, {"items": []})
     assert api.get("/v1/graph/facts?project=*")[0] == 422
     assert api.get(f"/v1/graph/facts?project={project}&history=maybe")[0] == 422
+
+
+def test_known_names_are_merged_before_they_are_sent(store: Store) -> None:
+    from engram.schema import graph_entities
+
+    with store.write() as conn:
+        facts.record(
+            conn,
+            "shop",
+            [facts.Fact("billing", "uses", "PostgreSQL"), facts.Fact("reports", "uses", "Redis")],
+            [],
+            by="t",
+        )
+        for name in ("postgres", "redis", "celery"):  # the heuristic graph spells them its way
+            conn.execute(
+                graph_entities.insert().values(
+                    project="shop",
+                    type="package",
+                    key=name,
+                    alias=name,
+                    name=name,
+                    doc_count=3,
+                    first_seen=0.0,
+                    last_seen=0.0,
+                )
+            )
+        names = facts.known_names(conn, "shop")
+    assert sorted(names) == ["PostgreSQL", "Redis", "billing", "celery", "reports"]

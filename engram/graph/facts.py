@@ -73,7 +73,11 @@ def known_names(conn: Connection, project: str, limit: int = KNOWN_NAMES) -> lis
     ).scalars()
     for name in entities:
         names.setdefault(name_key(name), name)
-    return list(names.values())[:limit]
+    merged: list[str] = []  # one spelling per thing: what is sent is already merged
+    for name in names.values():
+        if merge_name(name, merged) not in merged:
+            merged.append(name)
+    return merged[:limit]
 
 
 def merge_name(name: str, known: Sequence[str]) -> str:

@@ -28,6 +28,8 @@ from sqlalchemy import select  # noqa: E402
 from engram.bench.context import fill, load_coding  # noqa: E402
 from engram.llm import llm_from_settings  # noqa: E402
 from engram.llm.budget import PriceTable  # noqa: E402
+from engram.llm.consolidation import consolidate_with_llm  # noqa: E402
+from engram.llm.graphing import extract_with_llm  # noqa: E402
 from engram.llm.records import compress_with_llm  # noqa: E402
 from engram.llm.summaries import SUMMARY_SYSTEM, summarize_with_llm  # noqa: E402
 from engram.schema import observations  # noqa: E402
@@ -74,6 +76,16 @@ def main() -> int:
             what, _ = summarize_with_llm(store, llm, session["id"])
             assert what == "summarized", what
         summaries = len(fake.requests)
+        fake.default = '{"facts": [{"subject": "ingest", "relation": "uses", "object": "S3", "exclusive": false}]}'
+        for session in coding.sessions:
+            what, _ = extract_with_llm(store, llm, session["id"])
+            assert what.startswith("facts"), what
+        graphs = len(fake.requests)
+        fake.default = '{"memories": []}'
+        for project in sorted({s["project"] for s in coding.sessions}):
+            what, _ = consolidate_with_llm(store, llm, project)
+            assert what.startswith("consolidated"), what
+        consolidations = len(fake.requests)
         fake.default = READING
         with store.read() as conn:
             ids = list(conn.execute(select(observations.c.id)).scalars())
@@ -82,7 +94,9 @@ def main() -> int:
             assert what == "compressed", what
         store.close()
     fake.close()
-    compress_requests = fake.requests[summaries:]
+    compress_requests = fake.requests[consolidations:]
+    graph_requests = fake.requests[summaries:graphs]
+    consolidate_requests = fake.requests[graphs:consolidations]
     fake.requests = fake.requests[:summaries]
     try:
         count = wordpiece()
@@ -124,6 +138,15 @@ def main() -> int:
         f"{max(given):,}; tokens (chars/4) median {statistics.median(given) / 4:,.0f}, max "
         f"{max(given) / 4:,.0f}"
     )
+    for label, requests in (
+        ("graph-extract", graph_requests),
+        ("consolidate", consolidate_requests),
+    ):
+        sent = [sum(len(m["content"]) for m in r["body"]["messages"]) for r in requests]
+        print(
+            f"{label} prompts ({len(sent)}): characters median {statistics.median(sent):,.0f}, "
+            f"max {max(sent):,}; tokens (chars/4) median {statistics.median(sent) / 4:,.0f}"
+        )
     for model in ("gpt-4o-mini", "claude-haiku-4-5"):
         each = PriceTable(settings.llm_prices).usd(model, int(statistics.median(given) / 4), 200)
         print(
