@@ -462,3 +462,33 @@ def make_env(tmp_path: Path) -> dict[str, str]:
         "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
         "ENGRAM_LOG_LEVEL": "WARNING",
     }
+
+
+def test_engram_status_prints_the_llm_line() -> None:
+    from engram.cli.main import render_status
+
+    off = render_status(
+        {"ok": True, "llm": {"providers": [], "state": "off: no provider set"}}, "u"
+    )
+    assert "llm:          off: no provider set" in off
+    on = render_status(
+        {
+            "ok": False,
+            "llm": {
+                "providers": ["openai", "anthropic"],
+                "budget": {
+                    "usd": 0.85,
+                    "limitUsd": 1.0,
+                    "tokens": 12345,
+                    "limitTokens": 2000000,
+                    "state": "near",
+                },
+                "backlog": {"pending": 7},
+            },
+        },
+        "u",
+    )
+    assert (
+        "llm:          openai, anthropic; today $0.85 of $1.00, 12,345 of 2,000,000 tokens "
+        "(near); 7 waiting" in on
+    )
