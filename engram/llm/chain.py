@@ -157,6 +157,11 @@ class LLM:
         self.ledger: Ledger = budget.ledger
         self.max_input_tokens, self.max_output_tokens = max_input_tokens, max_output_tokens
 
+    def room(self, *parts: str) -> int:
+        """Characters a prompt may hold beside ``parts`` (its system message, a fixed head)
+        within ENGRAM_LLM_MAX_INPUT_TOKENS."""
+        return self.max_input_tokens * CHARS_PER_TOKEN - sum(len(p) for p in parts)
+
     def complete(
         self,
         task: str,
@@ -169,7 +174,7 @@ class LLM:
     ) -> Outcome:
         if tier not in TIERS:
             raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
-        room = max(self.max_input_tokens * CHARS_PER_TOKEN - len(system), 200)
+        room = max(self.room(system), 200)
         prompt = clip(prompt, room)
         worst_tokens = (len(system) + len(prompt)) // CHARS_PER_TOKEN + 1 + self.max_output_tokens
         outcome = Outcome()

@@ -119,7 +119,7 @@ def consolidate_with_llm(store: Store, llm: LLM, project: str) -> tuple[str, boo
         return "nothing to consolidate", False
     session_ids = {s["id"] for s in summaries}
     memory_ids = {m["id"] for m in kept}
-    room = llm.max_input_tokens * 3 - len(CONSOLIDATE_SYSTEM)
+    room = llm.room(CONSOLIDATE_SYSTEM)
     outcome = llm.complete(
         "consolidate",
         CONSOLIDATE_SYSTEM,

@@ -90,7 +90,7 @@ def extract_with_llm(store: Store, llm: LLM, session_id: str) -> tuple[str, bool
     head = "Known names: " + ("; ".join(known) if known else "(none)") + "\n"
     if row.summary:
         head += "Summary:\n" + clip(row.summary, 3000) + "\n"
-    room = llm.max_input_tokens * 3 - len(GRAPH_SYSTEM) - len(head)
+    room = llm.room(GRAPH_SYSTEM, head)
     outcome = llm.complete(
         "graph-extract",
         GRAPH_SYSTEM,

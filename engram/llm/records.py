@@ -130,7 +130,7 @@ def compress_with_llm(store: Store, llm: LLM, observation_id: str) -> tuple[str,
     if row is None:
         return "missing", False
     record = observations.to_dict(row, detail=True)
-    room = llm.max_input_tokens * 3 - len(COMPRESS_SYSTEM)
+    room = llm.room(COMPRESS_SYSTEM)
     outcome = llm.complete(
         "compress", COMPRESS_SYSTEM, observation_prompt(record, room), parse=parse_observation
     )

@@ -129,7 +129,7 @@ def summarize_with_llm(store: Store, llm: LLM, session_id: str) -> tuple[str, bo
         records = [observations.to_dict(r) for r in observations.for_session(conn, session_id)]
     heuristic = loads(row.summary_json, {}) or {}
     heuristic.pop("llm", None)
-    room = llm.max_input_tokens * 3 - len(SUMMARY_SYSTEM)
+    room = llm.room(SUMMARY_SYSTEM)
     outcome = llm.complete(
         "summarize",
         SUMMARY_SYSTEM,
