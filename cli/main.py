@@ -86,7 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p)
     p.add_argument(
-        "--concurrency", "-c", type=int, help="worker processes (default ENGRAM_WORKER_CONCURRENCY)"
+        "--concurrency",
+        "-c",
+        type=int,
+        help="worker processes (default ENGRAM_WORKER_CONCURRENCY; for a pool of only the llm "
+        "queue, ENGRAM_LLM_CONCURRENCY)",
     )
     p.add_argument(
         "--queues",
@@ -294,6 +298,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         # threads where the pool embeds (one model shared) or only waits on a provider (llm)
         embeds = EMBED_QUEUE in queues and settings.embedder != "none"
         pool = "threads" if embeds or queues == [LLM_QUEUE] else "prefork"
+    # an llm-only pool runs as many calls at once as the provider allows
+    concurrency = args.concurrency or (
+        settings.llm_concurrency if queues == [LLM_QUEUE] else settings.worker_concurrency
+    )
     _celery_for(settings, queues).worker_main(
         [
             "worker",
@@ -302,7 +310,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "--pool",
             pool,
             "--concurrency",
-            str(args.concurrency or settings.worker_concurrency),
+            str(concurrency),
             "--queues",
             ",".join(queues),
             "--hostname",

@@ -681,6 +681,14 @@ SETTINGS: tuple[Spec, ...] = (
         "(the default): none; one call per captured event, so opt in per project.",
     ),
     Spec(
+        "ENGRAM_LLM_CONCURRENCY",
+        "llm_concurrency",
+        _positive_int,
+        2,
+        "LLM calls in flight at once in a pool of only the llm queue (`engram worker -Q llm`, "
+        "threads): the provider's concurrency limit. The embedded server makes one at a time.",
+    ),
+    Spec(
         "ENGRAM_LLM_BACKLOG_MAX",
         "llm_backlog_max",
         _positive_int,
@@ -870,6 +878,7 @@ class Settings:
     llm_prices: tuple[tuple[str, float, float], ...]
     llm_soft_fraction: float
     llm_compress_projects: tuple[str, ...]
+    llm_concurrency: int
     llm_backlog_max: int
     llm_max_age_hours: float
     consolidate_interval_seconds: float

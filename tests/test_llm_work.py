@@ -276,7 +276,7 @@ def test_distributed_summaries_go_through_the_llm_queue(
         stack.callback(cluster.stop_all)
         cluster.serve()
         cluster.start("worker", "-Q", "capture,maintenance,embed,graph", "-c", "1")
-        llm_pool = cluster.start("worker", "-Q", "llm", "-c", "2")
+        llm_pool = cluster.start("worker", "-Q", "llm")  # ENGRAM_LLM_CONCURRENCY threads
         assert (
             cluster.request("POST", "/v1/sessions", {"sessionId": "s-d", "project": project})[0]
             == 201
@@ -316,6 +316,7 @@ def test_distributed_summaries_go_through_the_llm_queue(
         assert session["summaryData"]["llm"]["open"] == GOOD["open"]
         assert len(asked(fake, "summary")) == 1
         assert "engram.llm" in llm_pool.output()  # the llm pool ran it
+        assert "concurrency: 2 (thread)" in llm_pool.output()
         facts = wait_for(
             lambda: cluster.request("GET", f"/v1/graph/facts?project={project}")[1]["items"],
             20,
