@@ -493,3 +493,19 @@ def test_engram_status_prints_the_llm_line() -> None:
         "llm:          openai, anthropic; today $0.85 of $1.00, 12,345 of 2,000,000 tokens "
         "(near); 7 waiting" in on
     )
+
+
+def test_the_context_benchmark_can_run_the_llm_pass(fake: FakeLLMServer) -> None:
+    import dataclasses
+
+    from engram.bench.context import load_coding, run_coding
+
+    data = load_coding()
+    sessions = [s for s in data.sessions if s["project"] == "ledger-api"][:3]
+    questions = [q for q in data.questions if q.project == "ledger-api"][:2]
+    small = dataclasses.replace(data, sessions=sessions, questions=questions)
+    plain = run_coding([1000], "none", data=small)
+    assert plain["llm"] is None and fake.requests == []
+    result = run_coding([1000], "none", data=small, llm_env=llm_env(fake))
+    assert result["llm"]["summaries ok"] == 3 and result["llm"]["facts ok"] == 3
+    assert result["llm"]["calls"] == 6 == len(fake.requests)

@@ -170,8 +170,11 @@ def _context(args: argparse.Namespace) -> int:
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
         }
+        llm_env = None
+        if args.context_llm:
+            llm_env = {k: v for k, v in os.environ.items() if k.startswith("ENGRAM_LLM_")}
         result = context.run_coding(
-            budgets, args.context_embedder, _progress, data=data, search=search
+            budgets, args.context_embedder, _progress, data=data, search=search, llm_env=llm_env
         )
     except OSError as exc:
         return _fail(f"cannot read {args.dataset} from {data_dir}: {exc}", EXIT_FAILURE)

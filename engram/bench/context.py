@@ -516,9 +516,12 @@ def run_coding(
     path: Path = CODING_SET,
     data: CodingSet | None = None,
     search: Mapping[str, str] | None = None,
+    llm_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The whole benchmark on the coding set (or ``data``), in a throwaway data dir; ``search``:
-    settings of the hybrid search (``ENGRAM_FUSION``, ...) other than the server's defaults."""
+    settings of the hybrid search (``ENGRAM_FUSION``, ...) other than the server's defaults;
+    ``llm_env``: ``ENGRAM_LLM_*`` settings of a provider whose summaries (and facts) replace the
+    heuristic summaries before scoring, as the server's LLM work would."""
     from engram.settings import load_settings
     from engram.store import Store
     from engram.vectors import Vectors
@@ -533,6 +536,7 @@ def run_coding(
                 "ENGRAM_EMBEDDER": embedder,
                 "ENGRAM_LOG_LEVEL": "WARNING",
                 **(search or {}),
+                **(llm_env or {}),
             }
         )
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -541,6 +545,7 @@ def run_coding(
         try:
             started = time.perf_counter()
             stored = fill(store, settings, data.sessions)
+            llm_report = _llm_pass(store, settings, data.sessions, say) if llm_env else None
             build_indexes(store, vectors)
             say(
                 f"stored {stored} observations of {len(data.sessions)} sessions and built the "
@@ -560,12 +565,48 @@ def run_coding(
         "observations": stored,
         "questions": len(data.questions),
         "embedder": embedder,
+        "llm": llm_report,
         "cells": [c.row() for c in cells],
         "unrelated": false_positives,
         "misses": {
             f"{c.budget}/{'p' if c.prompt_hook else 'q' if c.with_query else '-'}": c.misses
             for c in cells
         },
+    }
+
+
+def _llm_pass(
+    store: Any, settings: Any, sessions: Sequence[dict[str, Any]], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Each session's summary and facts by the configured provider (``engram.llm``)."""
+    from engram.llm import Ledger, llm_from_settings
+    from engram.llm.graphing import extract_with_llm
+    from engram.llm.summaries import summarize_with_llm
+
+    llm = llm_from_settings(settings, store)
+    if llm is None:
+        raise ContextDataError("--context-llm needs ENGRAM_LLM_PROVIDERS (and its settings) set")
+    started = time.perf_counter()
+    done: dict[str, int] = {}
+    for n, session in enumerate(sessions, 1):
+        for name, task in (("summaries", summarize_with_llm), ("facts", extract_with_llm)):
+            what, _ = task(store, llm, session["id"])
+            ok = what == "summarized" or what.startswith("facts")
+            done[f"{name} {'ok' if ok else 'kept heuristic'}"] = (
+                done.get(f"{name} {'ok' if ok else 'kept heuristic'}", 0) + 1
+            )
+        if n % 5 == 0 or n == len(sessions):
+            say(
+                f"[llm] {n}/{len(sessions)} sessions ({time.perf_counter() - started:.0f}s): {done}"
+            )
+    rows = Ledger(store).rows("0000")
+    return {
+        **done,
+        "calls": sum(r["calls"] for r in rows),
+        "invalid": sum(r["invalid"] for r in rows),
+        "inputTokens": sum(r["input_tokens"] for r in rows),
+        "outputTokens": sum(r["output_tokens"] for r in rows),
+        "seconds": round(time.perf_counter() - started, 1),
     }
 
 
@@ -578,6 +619,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['observations']} observations, {result['questions']} questions; "
         f"embedder {result['embedder']})",
         "",
+        *([f"LLM pass: {json.dumps(result['llm'])}", ""] if result.get("llm") else []),
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]

@@ -235,6 +235,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="local",
         help="--context: the server's embedder setting (default local, as installed)",
     )
+    parser.add_argument(
+        "--context-llm",
+        action="store_true",
+        help="--context: rewrite each session's summary (and read its facts) with the LLM "
+        "provider set in the environment (ENGRAM_LLM_PROVIDERS, ...) before scoring; the "
+        "calls count against its budget settings",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument(
