@@ -184,9 +184,10 @@ def build(
 
 def _used(store: Store, memory_ids: list[str]) -> None:
     """The memories a block gave a session count as used: their decay starts over."""
-    if memory_ids:
+    due = memories.due_for_touch(memory_ids)
+    if due:
         with store.write() as conn:
-            memories.touch(conn, memory_ids)
+            memories.touch(conn, due)
 
 
 def for_prompt(
@@ -265,7 +266,7 @@ def for_prompt(
                     context_injections,
                     {"session_id": session_id, "item_id": item_id, "injected_at": now()},
                 )
-            memories.touch(conn, [i for i in cited if i.startswith("mem_")])
+            memories.touch(conn, memories.due_for_touch([i for i in cited if i.startswith("mem_")]))
     return block
 
 

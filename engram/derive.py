@@ -203,6 +203,22 @@ def failed(
     )
 
 
+def due(conn: Connection, targets: Sequence[str]) -> bool:
+    """Some row of ``targets`` is unleased (``claim`` would take it)."""
+    at = time.time()
+    return (
+        conn.execute(
+            select(derive_queue.c.doc_id)
+            .where(
+                derive_queue.c.target.in_(targets),
+                or_(derive_queue.c.claimed_until.is_(None), derive_queue.c.claimed_until < at),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
 def pending(conn: Connection, target: str) -> int:
     return int(
         conn.execute(

@@ -7,6 +7,7 @@ recall. Forgetting deletes the content of every version and keeps an audited tom
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from typing import Any
 
@@ -271,6 +272,32 @@ def forget_in(
         },
     )
     return True
+
+
+TOUCH_EVERY_SECONDS = 60.0
+"""A memory returned again within this long by the same process is not written again: search
+and context blocks write at most once a minute per memory, however often it comes back (decay
+counts in days)."""
+_TOUCH_MEMO_MAX = 20_000
+_touched: dict[str, float] = {}
+_touched_lock = threading.Lock()
+
+
+def due_for_touch(memory_ids: list[str], at: float | None = None) -> list[str]:
+    """Which of ``memory_ids`` this process has not touched in ``TOUCH_EVERY_SECONDS`` (they are
+    marked as touched now): call before opening a write for ``touch``."""
+    at = at or now()
+    with _touched_lock:
+        if len(_touched) > _TOUCH_MEMO_MAX:
+            for key in [k for k, v in _touched.items() if at - v >= TOUCH_EVERY_SECONDS]:
+                del _touched[key]
+        due = [
+            i
+            for i in dict.fromkeys(memory_ids)
+            if at - _touched.get(i, -1e18) >= TOUCH_EVERY_SECONDS
+        ]
+        _touched.update(dict.fromkeys(due, at))
+    return due
 
 
 def touch(conn: Connection, memory_ids: list[str], at: float | None = None) -> int:

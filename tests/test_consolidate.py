@@ -249,3 +249,10 @@ def test_a_session_given_a_memory_uses_it(api: Any, project: str) -> None:
     assert "Use pnpm, not npm." in started["context"]
     after = api.get(f"/v1/memories/{memory['id']}")[1]
     assert after["accessCount"] == 1 and after["accessedAt"]
+
+
+def test_a_memory_returned_again_within_a_minute_is_not_written_again() -> None:
+    ids = [f"mem_throttle_{n}" for n in range(2)]
+    assert memories_api.due_for_touch([ids[0], ids[0], ids[1]], at=1000.0) == ids
+    assert memories_api.due_for_touch(ids, at=1030.0) == []
+    assert memories_api.due_for_touch([ids[1]], at=1061.0) == [ids[1]]

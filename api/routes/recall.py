@@ -58,7 +58,9 @@ def search_() -> Any:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
     if problem is not None:
         result.setdefault("degraded", {})["rerank"] = problem
-    used = [hit["id"] for hit in result["items"] if hit.get("kind") == "memory"]
+    used = memories.due_for_touch(
+        [hit["id"] for hit in result["items"] if hit.get("kind") == "memory"]
+    )
     if used:  # a memory found is a memory used: its decay starts over
         with store().write() as conn:
             memories.touch(conn, used)

@@ -86,12 +86,9 @@ def merge_name(name: str, known: Sequence[str]) -> str:
     by_key = {name_key(k): k for k in known}
     if key in by_key:
         return by_key[key]
-    best, score = "", 0.0
-    for other_key, other in by_key.items():
-        ratio = difflib.SequenceMatcher(None, key, other_key).ratio()
-        if ratio > score:
-            best, score = other, ratio
-    return best if score >= FUZZY_RATIO else " ".join(name.split())[:MAX_NAME_CHARS]
+    # get_close_matches bounds each ratio cheaply first (real_quick_ratio, quick_ratio)
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=FUZZY_RATIO)
+    return by_key[close[0]] if close else " ".join(name.split())[:MAX_NAME_CHARS]
 
 
 def record(

@@ -125,7 +125,7 @@ class Ledger:
             if any(counts.values())
             else stmt.on_conflict_do_nothing()
         )
-        with self.store.write() as conn:
+        with self.store.write(background=True) as conn:  # never a live request's write
             conn.execute(stmt)
 
     def spent(self, day: str | None = None) -> tuple[Spend, dict[str, Spend]]:

@@ -93,6 +93,9 @@ def _queue(conn: Any, target: str, doc_id: str, settings: Settings) -> bool:
 def drain(store: Store, llm: LLM, settings: Settings, limit: int = 1) -> int:
     """Do up to ``limit`` queued LLM work items, summaries first; returns how many were claimed
     (0: none left that is due)."""
+    with store.read() as conn:  # a kick with nothing due costs one read, not a write per target
+        if not derive.due(conn, TARGETS):
+            return 0
     for target in TARGETS:
         with store.write(background=True) as conn:
             changes = derive.claim(conn, target, limit, LEASE_SECONDS)
