@@ -9,6 +9,7 @@ from typing import Any
 from flask import Flask, Response, request
 
 from engram import __version__
+from engram.activity import Feed
 from engram.api import auth, errors
 from engram.api.routes import (
     admin,
@@ -20,17 +21,20 @@ from engram.api.routes import (
     recall,
     sessions,
     sync,
+    viewer,
 )
 from engram.api.util import check_contract, check_request_text
 from engram.settings import Settings
 from engram.store import Store
 from engram.vectors import Vectors
+from engram.webauth import ViewerAuth
 
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 DOCUMENT_WRITES = ("/v1/memories", "/v1/observations/", "/v1/import")
-NOT_LIVE = ("/v1/import", "/v1/export", "/mcp")
+NOT_LIVE = ("/v1/import", "/v1/export", "/mcp", "/v1/events")
 """Requests that do not make background work step aside: bulk transfers (background work
-themselves) and the MCP mount (a streamable HTTP session can stay open for minutes)."""
+themselves), the MCP mount (a streamable HTTP session can stay open for minutes) and the
+viewer's live stream (open for minutes)."""
 """Paths whose writes change indexed documents outside the capture pipeline (captures and
 summaries are kicked by their own tasks; POST /v1/search, /v1/context and /v1/graph/query read)."""
 
@@ -48,7 +52,7 @@ def create_app(
     derived_changed: Callable[[], None] | None = None,
 ) -> Flask:
     """Build the gateway. The callables connect it to the task queue (see tasks.client)."""
-    app = Flask("engram")
+    app = Flask("engram", static_folder=None)  # the viewer serves its own files
     app.config.update(
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
         JSON_SORT_KEYS=False,
@@ -64,10 +68,13 @@ def create_app(
             "engram.broker_probe": broker_probe,
             "engram.worker_probe": worker_probe,
             "engram.vectors": vectors,
+            "engram.viewer_auth": ViewerAuth(store, settings.viewer_session_hours),
+            "engram.feed": Feed(store),
+            "engram.stream_slots": viewer.StreamSlots(settings.viewer_max_streams),
         }
     )
     errors.register(app)
-    auth.install(app, settings, secret)
+    auth.install(app, settings, secret, app.extensions["engram.viewer_auth"], viewer.is_public)
     app.before_request(admin.larger_body_for_import)
     app.before_request(check_request_text)
     app.before_request(check_contract)
@@ -81,6 +88,7 @@ def create_app(
         graph.bp,
         projects.bp,
         sync.bp,
+        viewer.bp,
     ):
         app.register_blueprint(blueprint)
     app.wsgi_app = _live_requests(app.wsgi_app, store)  # type: ignore[method-assign]

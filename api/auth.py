@@ -1,6 +1,9 @@
 """Request checks before any route: origin, bearer secret, JSON content type.
 
-- ``/v1/livez`` and ``/v1/health`` are public; everything else needs ``Authorization: Bearer``.
+- ``/v1/livez`` and ``/v1/health`` are public, and so are the viewer's page, sign-in and static
+  files (api/routes/viewer.py: the page asks to sign in); everything else needs
+  ``Authorization: Bearer``, or, for ``/v1/`` from the viewer, its session cookie, with the
+  session's CSRF token in ``X-Engram-CSRF`` on every write (engram.webauth).
 - An ``Origin`` header, when present, must be a loopback origin or allow-listed: a web page the
   user happens to visit must not drive the API from their browser. Hosts are compared exactly
   (``http://127.0.0.1.evil.example`` is not loopback).
@@ -14,14 +17,17 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 
 from engram.api.errors import ApiError
 from engram.client import is_loopback_host, is_loopback_url
 from engram.settings import Settings
+from engram.webauth import COOKIE, CSRF_HEADER, ViewerAuth, csrf_matches
 
 PUBLIC_PATHS = frozenset({"/v1/livez", "/v1/health"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CORS_METHODS = "GET, POST, PATCH, DELETE"
 CORS_HEADERS = "Authorization, Content-Type"
 
@@ -38,7 +44,13 @@ def host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def install(app: Flask, settings: Settings, secret: str) -> None:
+def install(
+    app: Flask,
+    settings: Settings,
+    secret: str,
+    viewer: ViewerAuth | None = None,
+    viewer_public: Callable[[str], bool] = lambda _path: False,
+) -> None:
     expected = f"Bearer {secret}".encode()
     allowed = frozenset(o.rstrip("/") for o in settings.allowed_origins)
     hosts = frozenset(h.lower() for h in settings.allowed_hosts)
@@ -78,8 +90,43 @@ def install(app: Flask, settings: Settings, secret: str) -> None:
             preflight.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
             preflight.headers["Access-Control-Max-Age"] = "600"
             return preflight
-        if request.path in PUBLIC_PATHS:
+        if request.path in PUBLIC_PATHS or viewer_public(request.path):
             return None
+        if (
+            viewer is not None
+            and "Authorization" not in request.headers
+            and request.path.startswith("/v1/")
+        ):
+            _viewer_session()
+        else:
+            _bearer()
+        if (
+            request.method in {"POST", "PUT", "PATCH"}
+            and (request.content_length or 0) > 0
+            and request.mimetype != "application/json"
+        ):
+            raise ApiError(415, "request bodies must be application/json")
+        return None
+
+    def _viewer_session() -> None:
+        """The viewer's cookie instead of the secret; a write must echo the session's CSRF
+        token (a cross-site page can neither read it nor, SameSite=Strict, send the cookie)."""
+        assert viewer is not None
+        csrf = viewer.session(request.cookies.get(COOKIE))
+        if csrf is None:
+            _bearer()  # the usual 401
+            return
+        if request.method not in SAFE_METHODS and not csrf_matches(
+            csrf, request.headers.get(CSRF_HEADER)
+        ):
+            raise ApiError(
+                403,
+                f"a change from the viewer must carry its {CSRF_HEADER} header; reload the page",
+                code="csrf_failed",
+            )
+        g.engram_actor = "viewer"
+
+    def _bearer() -> None:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         given = f"{scheme.capitalize()} {token.strip()}".encode()
         if not hmac.compare_digest(given, expected):
@@ -88,13 +135,6 @@ def install(app: Flask, settings: Settings, secret: str) -> None:
                 "missing or wrong bearer secret: send 'Authorization: Bearer "
                 "<secret>' (the secret is in the config dir, see `engram status`)",
             )
-        if (
-            request.method in {"POST", "PUT", "PATCH"}
-            and (request.content_length or 0) > 0
-            and request.mimetype != "application/json"
-        ):
-            raise ApiError(415, "request bodies must be application/json")
-        return None
 
     @app.after_request
     def _cors(response: Response) -> Response:

@@ -228,6 +228,16 @@ ROUTES: tuple[Route, ...] = (
             *PAGE,
         ),
     ),
+    Route(
+        "POST",
+        "/v1/memories/forget",
+        "Forget several memories (audited; the viewer's bulk forget)",
+        body=(
+            Field("ids", "array", True, items="string", description="1-500 memory ids"),
+            Field("reason", "string", max_length=500),
+        ),
+        query=SCOPE_QUERY,
+    ),
     Route("GET", "/v1/memories/<memory_id>", "One memory with its versions", query=SCOPE_QUERY),
     Route(
         "PATCH",
@@ -282,6 +292,18 @@ ROUTES: tuple[Route, ...] = (
             Field("strategy", "string", enum=("merge", "replace", "skip")),
             Field("data", "object", description="the export document"),
         ),
+    ),
+    Route(
+        "POST",
+        "/v1/viewer/links",
+        "A one-time viewer sign-in link (bearer secret only; engram open)",
+    ),
+    Route("POST", "/v1/viewer/logout", "End the viewer session of this browser"),
+    Route(
+        "GET",
+        "/v1/events",
+        "Server-Sent Events: observations, sessions, memories, capture problems, counts",
+        query=(Field("lastEventId", "string", description="resume after this id"),),
     ),
     Route(
         "GET",

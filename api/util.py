@@ -125,6 +125,11 @@ def in_callers_scope(fetch: Callable[[], dict[str, Any] | None], what: str, iden
         found_in_scope(fetch(), what, ident)
 
 
+def actor() -> str:
+    """Who the audit trail says made a change: the viewer (signed-in browser) or the API."""
+    return str(g.get("engram_actor", "api"))
+
+
 def store() -> Store:
     return current_app.extensions["engram.store"]
 

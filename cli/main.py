@@ -196,6 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the rows and today's budget as JSON")
 
+    p = sub.add_parser(
+        "open",
+        help="open the web viewer in a browser (signed in by a one-time link)",
+        description="Ask the running gateway for a one-time sign-in link and open it in this "
+        "machine's browser. The link works once, for five minutes: it gives the browser an "
+        "HttpOnly cookie (ENGRAM_VIEWER_SESSION_HOURS), so the bearer secret never reaches "
+        "the page. With --print (or where no browser can be started) the link is only printed, "
+        "to open elsewhere, e.g. through an SSH tunnel.",
+    )
+    _common(p)
+    _client_args(p)
+    p.add_argument("--print", action="store_true", help="print the link, do not start a browser")
+
     _add_bench_parser(sub)
     for module in COMMAND_MODULES:
         COMMANDS.update(importlib.import_module(module).add_commands(sub, _common, _client_args))
@@ -633,6 +646,28 @@ def _add_bench_parser(sub: Any) -> None:
     options.add_arguments(p)
 
 
+def cmd_open(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from engram.client import client_for
+
+    settings = settings_for(args)
+    client = client_for(args, settings, timeout=10.0)
+    if not client.sends_secret:
+        print(
+            "engram: no secret to send to this gateway (the secret goes to loopback only unless "
+            "ENGRAM_SECRET is set): set ENGRAM_SECRET, or run `engram open` on the gateway's "
+            "machine",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    link = client.base_url + "/" + client.call("POST", "/v1/viewer/links")["path"]
+    print(f"Engram viewer (one-time link, valid 5 minutes): {link}")
+    if not args.print and not webbrowser.open(link):
+        print("  (no browser could be started here: open the link yourself)")
+    return EXIT_OK
+
+
 def cmd_usage(args: argparse.Namespace) -> int:
     import time
 
@@ -742,6 +777,7 @@ COMMANDS: dict[str, Any] = {
     "demo": cmd_demo,
     "bench": cmd_bench,
     "usage": cmd_usage,
+    "open": cmd_open,
 }
 
 

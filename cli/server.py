@@ -139,6 +139,9 @@ class Gateway:
         mcp = self.app.extensions.get("engram.mcp") if hasattr(self, "app") else None
         if mcp is not None:
             mcp.close()  # the /mcp event loop, if a client started it
+        feed = self.app.extensions.get("engram.feed") if hasattr(self, "app") else None
+        if feed is not None:
+            feed.close()  # open viewer streams end (their browsers reconnect elsewhere)
         self.store.close()
 
 
@@ -269,6 +272,11 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
             f"  rerank:  {settings.reranker}{target if settings.reranker == 'http' else ''}, "
             f"the top {settings.rerank_depth} of each /v1/search (never hook context)"
         )
+    viewer = gateway.app.extensions["engram.viewer_auth"]
+    announce(
+        f"  viewer:  http://{host}:{port}/login?token={viewer.mint_link()} "
+        "(one-time, 5 minutes; `engram open` makes another)"
+    )
     announce("Press Ctrl-C to stop.")
 
     def _terminate(_signum: int, _frame: Any) -> None:

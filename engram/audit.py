@@ -6,10 +6,21 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from engram import activity
 from engram.pagination import BadCursor, decode_cursor, encode_cursor
 from engram.privacy import scrub, scrub_name
 from engram.schema import audit_log
 from engram.store import Store, dumps, iso, loads, now
+
+FOLLOWED = {
+    "memory.create": "memory.created",
+    "memory.update": "memory.changed",
+    "memory.forget": "memory.forgotten",
+    "memory.evict": "memory.evicted",
+    "memory.restore": "memory.restored",
+    "observation.forget": "observation.forgotten",
+}
+"""Audited actions the viewer follows live (engram.activity)."""
 
 
 def record(
@@ -26,6 +37,14 @@ def record(
     reason is the caller's text, scrubbed like everything else stored.
     """
     target_id, kept = scrub_name(target_id), scrub(details or {})
+    followed = FOLLOWED.get(action)
+    if followed is not None and isinstance(kept, dict):
+        activity.record(
+            conn,
+            followed,
+            id=target_id,
+            **{k: kept[k] for k in ("project", "version", "reason") if k in kept},
+        )
     conn.execute(
         insert(audit_log).values(
             at=now(),

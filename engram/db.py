@@ -231,6 +231,12 @@ def _graph_facts(conn: Connection) -> None:
     schema.graph_facts.create(conn, checkfirst=True)
 
 
+def _viewer(conn: Connection) -> None:
+    """The viewer: the activity feed its live stream reads, and its sign-in tokens."""
+    schema.activity.create(conn, checkfirst=True)
+    schema.viewer_tokens.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -249,6 +255,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (13, "observations: the LLM's reading", _observation_llm),
     (14, "memories: use, access count, eviction", _memory_use),
     (15, "graph facts with temporal validity", _graph_facts),
+    (16, "viewer: activity feed and sign-in tokens", _viewer),
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from engram import activity
 from engram.backoff import backoff_seconds
 from engram.events import Event
 from engram.pagination import keyset_page
@@ -220,6 +221,7 @@ def fail(
             conn.execute(
                 update(event_ledger).where(event_ledger.c.event_id == event_id).values(state=DEAD)
             )
+            activity.record(conn, "capture.dead", eventId=event_id, error=error[:300])
     return delay
 
 
@@ -368,6 +370,7 @@ def retry_dead(store: Store, event_id: str | None = None) -> list[str]:
                 .where(event_ledger.c.event_id.in_(ids))
                 .values(state="accepted")
             )
+            activity.record(conn, "capture.retried", eventIds=ids[:50], count=len(ids))
     return ids
 
 

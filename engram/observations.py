@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, or_, select
 
-from engram import inbox, sessions
+from engram import activity, inbox, sessions
 from engram.compress import Compressed
 from engram.events import Event
 from engram.keyword import KeywordDoc, KeywordIndex
@@ -61,6 +61,15 @@ def store(conn: Connection, keyword: KeywordIndex, event: Event, compressed: Com
         },
     )
     if created:
+        activity.record(
+            conn,
+            "observation.stored",
+            id=event.observation_id,
+            sessionId=event.session_id,
+            project=event.project,
+            kind=compressed.kind,
+            title=compressed.title[:200],
+        )
         keyword.upsert(
             conn,
             KeywordDoc(

@@ -372,3 +372,29 @@ graph_session_members = Table(
     Column("refs", Integer, nullable=False),
     Column("paired", Integer, nullable=False, default=0),
 )
+
+# What happened, newest last, for the viewer's live stream (engram.activity): one row per
+# stored observation, session start and end, memory change and capture problem, written in the
+# transaction of the change. Ids only and short titles, never payloads; pruned to the newest
+# ``activity.KEEP`` rows. Every gateway replica reads the same table, so an event reaches all.
+activity = Table(
+    "activity",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+# The viewer's sign-in (engram.webauth): one-time links (``kind`` "link", redeemed once) and the
+# browser sessions they became (``kind`` "session", an HttpOnly cookie). Only hashes are kept.
+viewer_tokens = Table(
+    "viewer_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("csrf", String(64)),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("used_at", Float),
+)

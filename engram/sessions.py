@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exists, or_, select, update
 
+from engram import activity
 from engram.errors import SessionConflict
 from engram.pagination import keyset_page
 from engram.privacy import scrub_text
@@ -46,7 +47,7 @@ def ensure(
     """Create the session row if it is new; True when created. A session belongs to the project
     (and agent) it started in: raises SessionConflict for another one."""
     check_owner(conn, session_id, project, agent_id)
-    return insert_ignore(
+    created = insert_ignore(
         conn,
         sessions,
         {
@@ -59,6 +60,9 @@ def ensure(
             "started_at": started_at or now(),
         },
     )
+    if created:
+        activity.record(conn, "session.started", id=session_id, project=project, host=host)
+    return created
 
 
 def start(
@@ -123,7 +127,9 @@ def end(
         )
         if result.rowcount == 0:
             return None
-        return to_dict(conn.execute(select(sessions).where(sessions.c.id == session_id)).one())
+        ended = to_dict(conn.execute(select(sessions).where(sessions.c.id == session_id)).one())
+        activity.record(conn, "session.ended", id=session_id, project=ended["project"])
+        return ended
 
 
 def get(store: Store, session_id: str) -> dict[str, Any] | None:

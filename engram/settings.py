@@ -281,6 +281,21 @@ SETTINGS: tuple[Spec, ...] = (
         "Request threads of the WSGI server (waitress).",
     ),
     Spec(
+        "ENGRAM_VIEWER_SESSION_HOURS",
+        "viewer_session_hours",
+        _positive_float,
+        12.0,
+        "How long a browser stays signed in to the viewer after redeeming a one-time link.",
+    ),
+    Spec(
+        "ENGRAM_VIEWER_MAX_STREAMS",
+        "viewer_max_streams",
+        _positive_int,
+        3,
+        "Live streams (GET /v1/events) open at once per gateway process; each holds one of "
+        "ENGRAM_SERVER_THREADS while open, so keep it well below that.",
+    ),
+    Spec(
         "ENGRAM_INBOX_MAX",
         "inbox_max",
         _positive_int,
@@ -826,6 +841,8 @@ class Settings:
     broker_url: str
     worker_concurrency: int
     server_threads: int
+    viewer_session_hours: float
+    viewer_max_streams: int
     inbox_max: int
     task_max_attempts: int
     retry_base_seconds: float

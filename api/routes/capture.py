@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from engram import audit, inbox, sessions
 from engram.api.errors import ApiError, error_response
-from engram.api.util import json_body, limit_arg, page, settings, store
+from engram.api.util import actor, json_body, limit_arg, page, settings, store
 from engram.errors import SessionConflict
 from engram.events import InvalidEvent, validate_event
 
@@ -111,7 +111,7 @@ def capture_retry() -> Any:
         )
     with store().write() as conn:
         for retried in ids:
-            audit.record(conn, "api", "capture.retry", "event", retried)
+            audit.record(conn, actor(), "capture.retry", "event", retried)
     for retried in ids:
         _dispatch(retried)
     return jsonify({"retried": len(ids), "eventIds": ids})

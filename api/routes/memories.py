@@ -9,6 +9,7 @@ from flask import Blueprint, jsonify, request
 from engram import memories, search
 from engram.api.errors import ApiError
 from engram.api.util import (
+    actor,
     found_in_scope,
     in_callers_scope,
     json_body,
@@ -24,7 +25,7 @@ bp = Blueprint("memories", __name__)
 @bp.post("/v1/memories")
 def remember() -> Any:
     new = memories.validate(json_body())
-    return jsonify(memories.remember(store(), store().keyword, new)), 201
+    return jsonify(memories.remember(store(), store().keyword, new, actor=actor())), 201
 
 
 @bp.get("/v1/memories")
@@ -84,7 +85,7 @@ def new_version(memory_id: str) -> Any:
             details={"fields": {"content": f"at most {memories.MAX_CONTENT_CHARS} characters"}},
         )
     in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
-    item = memories.update_content(store(), store().keyword, memory_id, content)
+    item = memories.update_content(store(), store().keyword, memory_id, content, actor=actor())
     if item is None:
         raise ApiError(404, f"no memory {memory_id!r}")
     return jsonify(item)
@@ -96,7 +97,7 @@ def restore(memory_id: str) -> Any:
     current = memories.get(store(), memory_id)
     if current is not None and not current.get("evictedAt"):
         raise ApiError(409, f"memory {memory_id!r} is not evicted: nothing to restore")
-    item = memories.restore(store(), store().keyword, memory_id)
+    item = memories.restore(store(), store().keyword, memory_id, actor=actor())
     if item is None:
         raise ApiError(404, f"no memory {memory_id!r}")
     return jsonify(item)
@@ -106,6 +107,44 @@ def restore(memory_id: str) -> Any:
 def forget(memory_id: str) -> Any:
     reason = request.args.get("reason")
     in_callers_scope(lambda: memories.get(store(), memory_id), "memory", memory_id)
-    if not memories.forget(store(), store().keyword, memory_id, reason=reason):
+    if not memories.forget(store(), store().keyword, memory_id, actor=actor(), reason=reason):
         raise ApiError(404, f"no memory {memory_id!r}")
     return jsonify({"forgotten": memory_id})
+
+
+MAX_BULK = 500
+
+
+@bp.post("/v1/memories/forget")
+def forget_many() -> Any:
+    """Forget several memories at once (the viewer's bulk forget; a POST, so a browser must send
+    its CSRF token). Each is audited; ids not found (or outside the caller's scope) are named."""
+    body = json_body()
+    ids, reason = body.get("ids"), body.get("reason")
+    if not isinstance(ids, list) or not ids or len(ids) > MAX_BULK:
+        raise ApiError(
+            422,
+            "ids must be a non-empty list",
+            details={"fields": {"ids": f"1-{MAX_BULK} memory ids"}},
+        )
+    forgotten, missing = [], []
+    for memory_id in dict.fromkeys(ids):
+        item = memories.get(store(), memory_id) if isinstance(memory_id, str) else None
+        if item is None or not _in_scope(item):
+            missing.append(memory_id)
+        elif memories.forget(store(), store().keyword, memory_id, actor=actor(), reason=reason):
+            forgotten.append(memory_id)
+        else:
+            missing.append(memory_id)
+    return jsonify({"forgotten": forgotten, "missing": missing})
+
+
+def _in_scope(item: dict[str, Any]) -> bool:
+    """The memory is in the scope the caller named (``?project=``, ``?agentId=``), if any."""
+    if not (request.args.get("project") or request.args.get("agentId")):
+        return True
+    try:
+        found_in_scope(item, "memory", str(item.get("id")))
+    except ApiError:
+        return False
+    return True

@@ -9,6 +9,7 @@ from flask import Blueprint, current_app, jsonify, request
 from engram import context, observations, sessions
 from engram.api.errors import ApiError
 from engram.api.util import (
+    actor,
     found_in_scope,
     in_callers_scope,
     json_body,
@@ -154,6 +155,6 @@ def forget_observation(observation_id: str) -> Any:
     in_callers_scope(
         lambda: observations.get(store(), observation_id), "observation", observation_id
     )
-    if not observations.forget(store(), store().keyword, observation_id, actor="api"):
+    if not observations.forget(store(), store().keyword, observation_id, actor=actor()):
         raise ApiError(404, f"no observation {observation_id!r}")
     return jsonify({"forgotten": observation_id})

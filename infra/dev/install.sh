@@ -48,5 +48,20 @@ if [ "${1:-}" = "dev" ]; then
     fi
   fi
 fi
+# The viewer's browser tests drive Debian's Chromium (tests/test_viewer_browser.py; Playwright's
+# own browser download cannot work offline). Installed with `dev` when apt can, else the test
+# says why it cannot run (and fails under CI=true).
+if [ "${1:-}" = "dev" ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "==> installing Debian's chromium for the viewer's browser tests"
+    if ! { apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; }; then
+      echo "warning: apt could not install chromium; tests/test_viewer_browser.py will skip" \
+           "(and fail under CI=true)" >&2
+    fi
+  else
+    echo "==> chromium not found (install Debian's chromium): tests/test_viewer_browser.py will skip"
+  fi
+fi
 touch .venv/bin/engram
 echo "==> installed: $(pwd)/.venv/bin/engram"
