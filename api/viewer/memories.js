@@ -117,7 +117,7 @@ export async function memoryView(view, route) {
     const editor = h('textarea', { name: 'content', 'aria-label': 'Memory content', text: m.content });
     const save = h('button', { type: 'submit', class: 'primary', text: 'Save as a new version' });
     const versions = [...(m.versions || [])].reverse();
-    body.replaceChildren(
+    body.replaceChildren(...[
       h('h1', { text: `Memory ${m.id}` }),
       h('p', { class: 'muted', text: `${m.project} · ${m.scope} · version ${m.version} · created ${when(m.createdAt)} · used ${m.accessCount} time(s)` }),
       h('p', {}, h('strong', { text: 'Provenance: ' }), provenance(m)),
@@ -143,7 +143,8 @@ export async function memoryView(view, route) {
           h('div', { class: 'row' }, h('span', { class: 'tag', text: `v${v.version}` }), h('span', { class: 'muted', text: when(v.createdAt) }),
             v.supersededAt ? h('span', { class: 'muted', text: `superseded ${when(v.supersededAt)}` }) : h('span', { class: 'tag good', text: 'current' })),
           older ? diffView(older.content, v.content) : h('p', { text: v.content }));
-      })));
+      })),
+    ].filter(Boolean));
   }
   await render();
   return {
