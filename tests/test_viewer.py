@@ -295,6 +295,22 @@ def test_live_events_heartbeats_and_counts(store: Store) -> None:
     feed.close()
 
 
+def test_an_event_written_through_one_replica_reaches_another(store: Store) -> None:
+    """Two gateway replicas share a store and nothing else: each one's feed sees the other's
+    writes (on PostgreSQL this is the distributed deployment)."""
+    other = Store.open(store.engine.url.render_as_string(hide_password=False))
+    try:
+        here, there = Feed(store, poll_seconds=0.05), Feed(other, poll_seconds=0.05)
+        here.poll(), there.poll()
+        with other.write() as conn:
+            activity.record(conn, "session.started", id="from-replica-b")
+        seen = [e for e in _events(here, None, seconds=0.8) if e is not None and e.id]
+        assert [e.data["id"] for e in seen] == ["from-replica-b"]
+        here.close(), there.close()
+    finally:
+        other.close()
+
+
 def test_an_id_that_commits_late_is_still_delivered(store: Store) -> None:
     """PostgreSQL hands out ids at insert and shows rows at commit: id n+1 can be visible
     before id n. The feed holds the gap and delivers n when it appears."""

@@ -48,7 +48,9 @@ export default async function graph(view, route) {
     return null;
   }
   const neighbours = (found.neighbours || []).slice(0, 40);
-  const width = 960, height = 460;
+  // drawn at the width it is shown at, so a phone gets readable labels, not a shrunk picture
+  const width = Math.round(Math.min(Math.max(view.clientWidth || 960, 320), 960));
+  const height = width < 600 ? 360 : 460;
   const nodes = layout(center, neighbours, width, height);
   const go = (n) => {
     const next = new URLSearchParams({ entity: n.name });
