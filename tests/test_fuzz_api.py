@@ -41,6 +41,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "/v1/memories": {"content": "Use uv for dependencies", "project": "fz", "tags": ["tools"]},
     "/v1/memories/<memory_id>": {"content": "Use uv, pinned", "reason": "edited"},
     "/v1/memories/<memory_id>/restore": {},
+    "/v1/memories/forget": {"ids": ["mem_fz1"], "reason": "stale"},
+    "/v1/viewer/links": {},
+    "/v1/viewer/logout": {},
     "/v1/sync/files": {
         "user": "dev",
         "project": "fz",
@@ -113,10 +116,13 @@ def send(api: Api, method: str, rule: str, segment: str, query: dict[str, str], 
         data=data if method in ("POST", "PATCH", "PUT", "DELETE") else None,
         headers={**api.headers, "Content-Type": "application/json"},
     )
-    assert response.status_code < 500, (method, path, query, body, response.get_data()[:300])
-    if response.status_code >= 400:
-        error = response.get_json()["error"]
-        assert error["code"] and error["message"], error
+    try:
+        assert response.status_code < 500, (method, path, query, body, response.get_data()[:300])
+        if response.status_code >= 400:
+            error = response.get_json()["error"]
+            assert error["code"] and error["message"], error
+    finally:
+        response.close()  # as a server does: a live stream (/v1/events) gives its slot back
 
 
 NASTY = st.sampled_from(
