@@ -159,6 +159,12 @@ ROUTES: tuple[Route, ...] = (
             Field("mode", "string", enum=("hybrid", "keyword", "bm25", "semantic", "vector")),
             LIMIT,
             Field("kinds", "array", items="string"),
+            Field(
+                "since",
+                ("string", "number"),
+                description="only items from this time on: ISO 8601, or epoch seconds or ms",
+            ),
+            Field("until", ("string", "number"), description="only items from before this time"),
         ),
     ),
     Route(

@@ -37,7 +37,7 @@ from sqlalchemy import (
 
 from engram.keyword import KeywordDoc, KeywordHit, KeywordIndex
 from engram.schema import derive_queue, kw_docs
-from engram.scope import Scope
+from engram.scope import Scope, Window
 from engram.sql import dialect_insert
 
 TARGETS = ("vector", "graph")
@@ -302,8 +302,9 @@ class DerivingIndex:
         scope: Scope,
         limit: int,
         kinds: tuple[str, ...] | None = None,
+        window: Window | None = None,
     ) -> list[KeywordHit]:
-        return self.backend.search(conn, query, scope, limit, kinds)
+        return self.backend.search(conn, query, scope, limit, kinds, window)
 
     def count(self, conn: Connection) -> int:
         return self.backend.count(conn)

@@ -33,7 +33,7 @@ from sqlalchemy import (
 
 from engram import analysis
 from engram.schema import kw_docs, kw_postings, kw_stats
-from engram.scope import Scope
+from engram.scope import Scope, Window
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -71,11 +71,14 @@ class KeywordIndex(Protocol):
         scope: Scope,
         limit: int,
         kinds: tuple[str, ...] | None = None,
+        window: Window | None = None,
     ) -> list[KeywordHit]: ...
     def count(self, conn: Connection) -> int: ...
 
 
-def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None) -> ColumnElement[bool]:
+def _scope_clause(
+    scope: Scope, kinds: tuple[str, ...] | None, window: Window | None = None
+) -> ColumnElement[bool]:
     clauses: list[ColumnElement[bool]] = []
     if not scope.all_projects:
         clauses.append(kw_docs.c.project.in_(scope.projects()))
@@ -84,6 +87,8 @@ def _scope_clause(scope: Scope, kinds: tuple[str, ...] | None) -> ColumnElement[
         clauses.append(or_(kw_docs.c.agent_id == scope.agent_id, kw_docs.c.agent_id.is_(None)))
     if kinds:
         clauses.append(kw_docs.c.kind.in_(kinds))
+    if window:
+        clauses.append(window.clause(kw_docs.c.created_at))
     return and_(*clauses) if clauses else true()
 
 
@@ -186,11 +191,15 @@ class Fts5Index:
         scope: Scope,
         limit: int,
         kinds: tuple[str, ...] | None = None,
+        window: Window | None = None,
     ) -> list[KeywordHit]:
         groups = self.query_groups(query)
         if not groups:
             return []
-        return self._ranked(conn, self.match_expression(groups, scope, kinds), limit)
+        expression = self.match_expression(groups, scope, kinds)
+        if window:
+            return self._ranked_in(conn, expression, limit, window)
+        return self._ranked(conn, expression, limit)
 
     @staticmethod
     def _ranked(conn: Connection, expression: str, limit: int) -> list[KeywordHit]:
@@ -201,6 +210,26 @@ class Fts5Index:
             " SELECT rowid, rank FROM kw_fts WHERE kw_fts MATCH ? ORDER BY rank LIMIT ?"
             ") AS f JOIN kw_docs AS d ON d.id = f.rowid ORDER BY f.rank",
             (expression, limit),
+        )
+        return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.rank)) for r in rows]
+
+    @staticmethod
+    def _ranked_in(
+        conn: Connection, expression: str, limit: int, window: Window
+    ) -> list[KeywordHit]:
+        # A time window is not indexed in FTS5: every match is joined to kw_docs and filtered
+        # on created_at before the cut, so the top ``limit`` are the best inside the window.
+        params: list[str | float]
+        bounds, params = "", [expression]
+        if window.since is not None:
+            bounds, params = bounds + " AND d.created_at >= ?", [*params, window.since]
+        if window.until is not None:
+            bounds, params = bounds + " AND d.created_at < ?", [*params, window.until]
+        rows = conn.exec_driver_sql(
+            "SELECT d.doc_id, d.kind, d.session_id, f.rank FROM kw_fts AS f"
+            " JOIN kw_docs AS d ON d.id = f.rowid"
+            f" WHERE kw_fts MATCH ?{bounds} ORDER BY f.rank LIMIT ?",
+            (*params, limit),
         )
         return [KeywordHit(r.doc_id, r.kind, r.session_id, -float(r.rank)) for r in rows]
 
@@ -254,6 +283,7 @@ class PostingsIndex:
         scope: Scope,
         limit: int,
         kinds: tuple[str, ...] | None = None,
+        window: Window | None = None,
     ) -> list[KeywordHit]:
         terms: set[str] = set()
         for group in analysis.query_groups(query):
@@ -282,7 +312,7 @@ class PostingsIndex:
             select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id, score)
             .select_from(kw_postings.join(kw_docs, kw_docs.c.id == kw_postings.c.doc))
             .where(kw_postings.c.term.in_(list(idf)))
-            .where(_scope_clause(scope, kinds))
+            .where(_scope_clause(scope, kinds, window))
             .group_by(kw_docs.c.id, kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id)
             .order_by(score.desc())
             .limit(limit)

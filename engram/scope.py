@@ -57,3 +57,28 @@ def restrict(stmt: Any, scope: Scope, table: Any) -> Any:
     if scope.agent_id is not None:
         stmt = stmt.where(or_(table.c.agent_id == scope.agent_id, table.c.agent_id.is_(None)))
     return stmt
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A time window for a read, ``[since, until)`` in epoch seconds; either end may be open.
+
+    Like the scope it is applied inside each index before ranking, to the time each document
+    carries: an observation's event time, a memory's last change, a summary's session end."""
+
+    since: float | None = None
+    until: float | None = None
+
+    def __bool__(self) -> bool:
+        return self.since is not None or self.until is not None
+
+    def clause(self, column: Any) -> Any:
+        """A SQL condition on ``column`` (epoch seconds) for this window (``true()`` if open)."""
+        from sqlalchemy import and_, true
+
+        parts = []
+        if self.since is not None:
+            parts.append(column >= self.since)
+        if self.until is not None:
+            parts.append(column < self.until)
+        return and_(*parts) if parts else true()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from engram import memories, observations, settings
 from engram.keyword import KeywordHit
 from engram.schema import sessions
-from engram.scope import Scope
+from engram.scope import Scope, Window
 from engram.store import Store, iso
 
 if TYPE_CHECKING:
@@ -151,12 +151,17 @@ def _scaled(hits: Sequence[KeywordHit]) -> Callable[[float], float]:
 
 
 def _graph_stream(
-    store: Store, query: str, scope: Scope, limit: int, kinds: tuple[str, ...] | None
+    store: Store,
+    query: str,
+    scope: Scope,
+    limit: int,
+    kinds: tuple[str, ...] | None,
+    window: Window | None,
 ) -> list[KeywordHit]:
     from engram import graph as graph_mod
 
     with store.read() as conn:
-        return graph_mod.stream(conn, query, scope, limit, kinds)
+        return graph_mod.stream(conn, query, scope, limit, kinds, window)
 
 
 def graph_depth(limit: int) -> int:
@@ -183,7 +188,10 @@ def search(
     fusion: str | None = None,
     reranker: Reranker | None = None,
     rerank_depth: int = RERANK_DEPTH,
+    window: Window | None = None,
 ) -> dict[str, Any]:
+    """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
+    ranks, so the page is the best inside the window, not the window's share of the best)."""
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
@@ -213,7 +221,7 @@ def search(
     depth = max(limit * CANDIDATE_FACTOR, MIN_DEPTH)
     future = None
     if index is not None:
-        future = _pool.submit(index.search, query, scope, depth, kinds)
+        future = _pool.submit(index.search, query, scope, depth, kinds, window=window)
     rankings: dict[str, list[KeywordHit]] = {}
     problems: dict[str, str] = {}
     if wants_vectors and index is None:
@@ -224,10 +232,12 @@ def search(
         )
     graph_future = None
     if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
-        graph_future = _pool.submit(_graph_stream, store, query, scope, graph_depth(limit), kinds)
+        graph_future = _pool.submit(
+            _graph_stream, store, query, scope, graph_depth(limit), kinds, window
+        )
     with store.read() as conn:
         if "bm25" in preset.streams:
-            rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds)
+            rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds, window)
         if graph_future is not None:
             rankings["graph"] = graph_future.result()
         if future is not None:

@@ -33,7 +33,7 @@ from engram import derive
 from engram.embedders.base import Embedder, EmbedderError
 from engram.gist import gist
 from engram.keyword import KeywordHit
-from engram.scope import Scope
+from engram.scope import Scope, Window
 
 if TYPE_CHECKING:
     from engram.settings import Settings
@@ -116,13 +116,20 @@ def chroma_client(settings: Settings) -> Any:
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
 
-def _where(scope: Scope, kinds: Sequence[str] | None) -> dict[str, Any] | None:
-    """The filter inside one project's collection: the agent and the kinds, when asked for."""
+def _where(
+    scope: Scope, kinds: Sequence[str] | None, window: Window | None = None
+) -> dict[str, Any] | None:
+    """The filter inside one project's collection: the agent, the kinds and the time window
+    (on each document's ``created``), when asked for."""
     clauses: list[dict[str, Any]] = []
     if scope.agent_id is not None:
         clauses.append({"agent": {"$in": [scope.agent_id, NONE]}})
     if kinds:
         clauses.append({"kind": {"$in": list(kinds)}})
+    if window is not None and window.since is not None:
+        clauses.append({"created": {"$gte": window.since}})
+    if window is not None and window.until is not None:
+        clauses.append({"created": {"$lt": window.until}})
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -267,8 +274,9 @@ class VectorIndex:
         limit: int,
         kinds: Sequence[str] | None = None,
         vector: Sequence[float] | None = None,
+        window: Window | None = None,
     ) -> list[KeywordHit]:
-        """Nearest documents in scope, best first; score = cosine similarity."""
+        """Nearest documents in scope (and ``window``), best first; score = cosine similarity."""
         if scope.all_projects:
             collections = self._project_collections()
         else:
@@ -281,7 +289,7 @@ class VectorIndex:
             return []
         if vector is None:
             vector = self.embed_query(query)
-        where = _where(scope, kinds)
+        where = _where(scope, kinds, window)
         hits: list[KeywordHit] = []
         for collection in collections:
             result = collection.query(

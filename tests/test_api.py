@@ -566,6 +566,44 @@ def test_search_validation_and_modes(api: Api, project: str) -> None:
     assert status == 200 and body["streams"] == ["bm25", "graph"]  # no embedder configured
 
 
+def test_search_in_a_time_window(api: Api, project: str) -> None:
+    """since/until narrow every stream before it ranks: eight March events that match better
+    never crowd out the June one, in keyword and hybrid mode alike."""
+    text = "payments webhook timed out in src/payments/webhook.py"
+    for n in range(8):
+        stamp = f"2026-03-0{n + 1}T10:00:00Z"
+        api.post(
+            "/v1/observe",
+            observe_body(project, f"s-mar{n}", n, toolOutput=f"{text} {text}", timestamp=stamp),
+        )
+    api.post(
+        "/v1/observe",
+        observe_body(project, "s-jun", 0, toolOutput=text, timestamp="2026-06-10T09:30:00Z"),
+    )
+    api.wait_drained()
+    june = {"query": "payments webhook timeout", "project": project, "limit": 1}
+    for mode in ("keyword", "hybrid"):
+        for since in ("2026-06-01T00:00:00Z", 1780272000, 1780272000000):  # ISO, s, ms
+            status, body = api.post("/v1/search", {**june, "mode": mode, "since": since})
+            assert status == 200, body
+            assert [h["sessionId"] for h in body["items"]] == ["s-jun"], (mode, since)
+            assert body["items"][0]["createdAt"].startswith("2026-06-10")
+    march = {**june, "limit": 20, "since": "2026-03-02", "until": "2026-03-05T00:00:00+00:00"}
+    found = api.post("/v1/search", march)[1]["items"]
+    assert {h["sessionId"] for h in found} == {"s-mar1", "s-mar2", "s-mar3"}
+    after = api.post("/v1/search", {**june, "since": "2026-07-01T00:00:00Z"})[1]
+    assert after["items"] == []
+    for bad, field in (
+        ({"since": "last tuesday"}, "since"),
+        ({"until": True}, "until"),
+        ({"since": 10**16}, "since"),
+        ({"since": "2026-06-02", "until": "2026-06-01"}, "until"),
+        ({"since": "2026-06-01", "until": "2026-06-01"}, "until"),
+    ):
+        status, body = api.post("/v1/search", {**june, **bad})
+        assert status == 422 and field in body["error"]["details"]["fields"], (bad, body)
+
+
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:
     for n in range(6):
         api.post(

@@ -13,7 +13,7 @@ from engram.compress import compress
 from engram.drains import drain_graph
 from engram.events import Event
 from engram.schema import graph_edges, graph_entities, graph_mentions, graph_session_members
-from engram.scope import Scope, ScopeError
+from engram.scope import Scope, ScopeError, Window
 from engram.store import Store
 from tests.support import Api, wait_for
 from tests.test_compress import HOST_FIXTURES, normalised
@@ -427,6 +427,25 @@ def test_stream_ranks_the_rare_file_above_the_common_one(store: Store) -> None:
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
         assert graph.stream(conn, "nothing known here at all", Scope("p"), 10) == []
         assert graph.stream(conn, "rare_module.py", Scope("p"), 10, kinds=("memory",)) == []
+
+
+def test_stream_keeps_to_the_time_window(store: Store) -> None:
+    ids = [edit(store, "p", f"s-w{i}", "src/windowed.py") for i in range(4)]
+    drain_graph(store)
+    m = graph_mentions.c
+    with store.read() as conn:
+        at = dict(conn.execute(select(m.doc_id, m.created_at).where(m.doc_id.in_(ids))).all())
+        times = [at[i] for i in ids]
+
+        def found(window: Window) -> set[str]:
+            return {
+                h.doc_id for h in graph.stream(conn, "windowed.py", Scope("p"), 10, None, window)
+            }
+
+        assert found(Window()) == set(ids)
+        assert found(Window(times[1], times[3])) == {ids[1], ids[2]}  # [since, until)
+        assert found(Window(since=times[3])) == {ids[3]}
+        assert found(Window(until=times[0])) == set()
 
 
 def test_stream_reaches_neighbours_at_a_lower_weight(store: Store) -> None:

@@ -16,7 +16,7 @@ from engram.events import validate_event
 from engram.keyword import Fts5Index, KeywordDoc, PostingsIndex
 from engram.schema import capture_inbox, event_ledger
 from engram.schema import observations as observations_table
-from engram.scope import Scope
+from engram.scope import Scope, Window
 from engram.store import Store
 from tests.support import count_rows
 
@@ -128,6 +128,42 @@ def test_scope_is_applied_inside_the_index(store: Store) -> None:
         hits = store.keyword.search(conn, "cache", Scope("mine", "alice"), 10)
         assert {h.doc_id for h in hits} == {"mine-1", "shared"}
         assert len(store.keyword.search(conn, "cache", Scope("*"), 100)) == 62
+
+
+def test_a_time_window_is_applied_inside_the_index(store: Store) -> None:
+    """A window narrows before the cut: 30 better matches outside it never take the one slot
+    of the document inside it; the window is [since, until)."""
+    day = 86_400.0
+    with store.write() as conn:
+        for n in range(30):
+            store.keyword.upsert(
+                conn,
+                KeywordDoc(f"old-{n}", "observation", "p", "retry retry retry backoff", n * 10.0),
+            )
+        store.keyword.upsert(
+            conn, KeywordDoc("june", "observation", "p", "a retry with jittered backoff", day * 200)
+        )
+        store.keyword.upsert(
+            conn, KeywordDoc("july", "memory", "p", "retry budget, then backoff", day * 230)
+        )
+    with store.read() as conn:
+
+        def found(window: Window, limit: int = 1) -> set[str]:
+            hits = store.keyword.search(conn, "retry backoff", Scope("p"), limit, window=window)
+            return {h.doc_id for h in hits}
+
+        assert found(Window(day * 199, day * 201)) == {"june"}
+        assert found(Window(since=day * 199), 5) == {"july", "june"}
+        assert found(Window(until=day * 200), 40) == {f"old-{n}" for n in range(30)}
+        assert found(Window(day * 200, day * 230), 5) == {"june"}  # since in, until out
+        assert found(Window(day * 300, day * 400), 5) == set()
+        assert (
+            store.keyword.search(
+                conn, "retry", Scope("p"), 5, kinds=("memory",), window=Window(since=day)
+            )[0].doc_id
+            == "july"
+        )
+        assert len(store.keyword.search(conn, "retry", Scope("p"), 40, window=Window())) == 32
 
 
 def test_observation_store_is_idempotent_and_retires_the_inbox(store: Store) -> None:

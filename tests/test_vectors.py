@@ -19,7 +19,7 @@ from engram import derive, search
 from engram import status as engram_status
 from engram.embedders.base import EmbedderError
 from engram.keyword import KeywordDoc, KeywordHit
-from engram.scope import Scope
+from engram.scope import Scope, Window
 from engram.store import Store
 from engram.vectors import TARGET, Vectors, VectorsUnavailable, chroma_client
 from tests.conftest import api_for, make_settings
@@ -139,6 +139,26 @@ def test_scope_is_applied_inside_the_index(vectors: Vectors, store: Store) -> No
     assert everything == {d[0] for d in DOCS}
     hit = next(h for h in index.search(query, Scope("alpha"), 10) if h.doc_id == "o-db")
     assert hit.session_id == "s-o-db" and 0 < hit.score <= 1
+
+
+@needs_local
+def test_a_time_window_is_applied_inside_the_index(vectors: Vectors, store: Store) -> None:
+    """The nearest documents inside the window, not the window's share of the nearest."""
+    with store.write() as conn:
+        for n in range(20):
+            body = f"The database connection pool ran out of connections, attempt {n}."
+            store.keyword.upsert(conn, KeywordDoc(f"old-{n}", "observation", "w", body, 100.0 + n))
+        body = "Centered the login button with flexbox."
+        store.keyword.upsert(conn, KeywordDoc("new", "observation", "w", body, 5000.0))
+    _drain(vectors, store)
+    index = vectors.index()
+    assert index is not None
+    query = "database connection pool exhausted"
+    assert index.search(query, Scope("w"), 1)[0].doc_id.startswith("old-")
+    assert [h.doc_id for h in index.search(query, Scope("w"), 1, window=Window(4000.0))] == ["new"]
+    until = {h.doc_id for h in index.search(query, Scope("w"), 30, window=Window(until=110.0))}
+    assert until == {f"old-{n}" for n in range(10)}  # until is exclusive
+    assert index.search(query, Scope("w"), 5, window=Window(6000.0, 7000.0)) == []
 
 
 @needs_local
@@ -414,7 +434,7 @@ def vapi(vector_gateway: Any) -> Api:
     return api_for(vector_gateway)
 
 
-def _observe(api: Api, project: str, text: str) -> str:
+def _observe(api: Api, project: str, text: str, **extra: Any) -> str:
     status, body = api.post(
         "/v1/observe",
         {
@@ -424,6 +444,7 @@ def _observe(api: Api, project: str, text: str) -> str:
             "host": "test",
             "hookType": "UserPromptSubmit",
             "prompt": text,
+            **extra,
         },
     )
     assert status == 201, body
@@ -478,6 +499,20 @@ def test_capture_to_semantic_search_and_forget(vapi: Api) -> None:
         60,
         message="forgotten",
     )
+
+
+@needs_local
+def test_semantic_search_in_a_time_window_through_the_gateway(vapi: Api) -> None:
+    project = f"vec-{uuid.uuid4().hex[:6]}"
+    old = _observe(vapi, project, "Redis evictions dropped carts", timestamp="2026-01-05T10:00:00Z")
+    new = _observe(vapi, project, "Renamed CSV export headers", timestamp="2026-05-05T10:00:00Z")
+    wait_for(lambda: {old, new} <= set(_vector_ids(vapi, project, "cache")), 60, message="embedded")
+    query = {"query": "key-value store losing shopping baskets", "project": project}
+    status, body = vapi.post("/v1/search", {**query, "mode": "semantic", "since": "2026-03-01"})
+    assert status == 200 and [item["id"] for item in body["items"]] == [new], body
+    status, body = vapi.post("/v1/search", {**query, "until": "2026-03-01T00:00:00Z"})
+    assert status == 200 and [item["id"] for item in body["items"]] == [old], body
+    assert body["items"][0]["ranks"].get("vector") == 1
 
 
 @needs_local

@@ -127,6 +127,8 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Viewer]:
         )
         page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
         page.set_default_timeout(10_000)
+        page.goto(_link(cluster))  # signed in, so each test stands alone
+        page.get_by_role("heading", name="Overview").wait_for()
         try:
             yield Viewer(cluster, page)
         finally:
@@ -141,7 +143,12 @@ def _link(cluster: Cluster) -> str:
 
 
 def test_the_one_time_link_signs_in_and_the_secret_never_reaches_the_page(viewer: Viewer) -> None:
-    page = viewer.page
+    fresh = viewer.page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    page = fresh.new_page()  # no cookie yet: the sign-in page, then the link
+    page.on("console", lambda m: m.type == "error" and viewer.errors.append(m.text))
+    page.on("pageerror", lambda e: viewer.errors.append(str(e)))
+    page.goto(viewer.base)
+    assert "engram open" in page.locator("main.signin").inner_text()
     page.goto(_link(viewer.cluster))
     assert page.url == viewer.base  # the token left the address bar
     page.get_by_role("heading", name="Overview").wait_for()
@@ -151,7 +158,9 @@ def test_the_one_time_link_signs_in_and_the_secret_never_reaches_the_page(viewer
     storage = page.evaluate("JSON.stringify(Object.assign({}, localStorage, sessionStorage))")
     assert viewer.cluster.secret not in html and viewer.cluster.secret not in storage
     assert page.locator("[data-key=observations]").inner_text() == "4"
-    viewer.shot("overview")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "overview.png"), full_page=True)
+    fresh.close()
     assert not viewer.errors, viewer.errors  # a CSP violation would be logged here
 
 
@@ -168,6 +177,26 @@ def test_search_shows_each_stream_s_rank_and_a_hit_opens_its_source(viewer: View
     page.get_by_role("link", name="← This step in its session").wait_for()
     assert "/observations/obs_" in page.url
     assert "data.get('user_id')" in page.locator("main").inner_text()
+
+
+def test_the_time_filter_narrows_the_search_on_the_server(viewer: Viewer) -> None:
+    page = viewer.page
+    stamp = "%Y-%m-%dT%H:%M"
+    for since, expect in (
+        (time.strftime(stamp, time.localtime(time.time() + 86_400)), "0 hit(s)"),
+        (time.strftime(stamp, time.localtime(time.time() - 86_400)), "hit(s)"),
+    ):
+        viewer.go("#/search")
+        page.get_by_label("Search query").fill("login KeyError user_id")
+        page.get_by_label("From").fill(since)
+        with page.expect_request("**/v1/search") as sent:
+            page.get_by_role("button", name="Search").click()
+        assert "since" in (sent.value.post_data_json or {})  # sent to the server, not filtered here
+        summary = page.get_by_text(re.compile(r"\d+ hit\(s\)"))
+        summary.wait_for()
+        assert expect in summary.inner_text()
+        items = page.get_by_role("list", name="Results").locator("li").count()
+        assert (items == 0) == (expect == "0 hit(s)"), (since, items)
 
 
 def test_an_observation_appears_within_a_second_without_a_reload(viewer: Viewer) -> None:

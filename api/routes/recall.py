@@ -9,6 +9,8 @@ from flask import Blueprint, jsonify
 from engram import context, memories, search
 from engram.api.errors import ApiError
 from engram.api.util import json_body, reranker, scope_from, settings, store, vectors
+from engram.events import parse_timestamp
+from engram.scope import Window
 
 bp = Blueprint("recall", __name__)
 MAX_QUERY_CHARS = 4000
@@ -35,6 +37,7 @@ def search_() -> Any:
         not isinstance(kinds, list) or not all(isinstance(k, str) and k in KINDS for k in kinds)
     ):
         errors["kinds"] = "a list of " + ", ".join(KINDS)
+    window = _window(body, errors)
     if errors or not isinstance(query, str):
         raise ApiError(422, "invalid search", details={"fields": errors})
     scope = scope_from(body.get("project"), body.get("agentId"))
@@ -53,6 +56,7 @@ def search_() -> Any:
             fusion=settings().fusion,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
+            window=window,
         )
     except search.SearchUnavailable as exc:
         raise ApiError(422, str(exc), code="mode_unavailable") from None
@@ -65,6 +69,25 @@ def search_() -> Any:
         with store().write() as conn:
             memories.touch(conn, used)
     return jsonify(result)
+
+
+def _window(body: dict[str, Any], errors: dict[str, str]) -> Window | None:
+    """``since`` / ``until`` as a window, each an ISO 8601 time or epoch seconds or ms; what
+    is wrong with them goes into ``errors``."""
+    bounds: dict[str, float] = {}
+    for name in ("since", "until"):
+        value = body.get(name)
+        if value is None:
+            continue
+        try:
+            bounds[name] = parse_timestamp(value)
+        except ValueError as exc:
+            errors[name] = f"{exc}: an ISO 8601 time, or epoch seconds or milliseconds"
+    if not bounds:
+        return None
+    if "since" in bounds and "until" in bounds and bounds["since"] >= bounds["until"]:
+        errors["until"] = "must be later than since"
+    return Window(bounds.get("since"), bounds.get("until"))
 
 
 @bp.post("/v1/context")

@@ -36,9 +36,12 @@ export default async function search(view, route) {
     results.append(h('p', { class: 'muted', text: 'Search observations, session summaries and memories. Each hit shows where each stream ranked it.' }));
     return null;
   }
-  const body = { query: q.value.trim(), mode: mode.value, project: project.value.trim() || '*', limit: since.value || until.value ? 100 : 30 };
+  const body = { query: q.value.trim(), mode: mode.value, project: project.value.trim() || '*', limit: 30 };
   if (agent.value.trim()) body.agentId = agent.value.trim();
   if (kind.value) body.kinds = [kind.value];
+  // the picker's local time, sent as an instant; "to" takes in its whole minute
+  if (since.value) body.since = new Date(since.value).toISOString();
+  if (until.value) body.until = new Date(new Date(until.value).getTime() + 60000).toISOString();
   let found;
   try {
     found = await post('v1/search', body);
@@ -46,14 +49,11 @@ export default async function search(view, route) {
     results.append(h('p', { class: 'error', role: 'alert', text: err.message }));
     return null;
   }
-  const from = since.value ? new Date(since.value).getTime() : -Infinity;
-  const to = until.value ? new Date(until.value).getTime() : Infinity;
-  const items = found.items.filter((it) => { const t = new Date(it.createdAt).getTime(); return t >= from && t <= to; });
+  const items = found.items;
   results.append(h('p', { class: 'muted' },
     `${items.length} hit(s), ${found.mode} over ${(found.streams || []).join(' + ')}`,
     found.reranker ? `, reranked by ${found.reranker}` : '',
-    found.degraded ? ` — degraded: ${Object.entries(found.degraded).map(([k, v]) => `${k}: ${v}`).join('; ')}` : '',
-    since.value || until.value ? ' (the time filter narrows the top 100)' : ''));
+    found.degraded ? ` — degraded: ${Object.entries(found.degraded).map(([k, v]) => `${k}: ${v}`).join('; ')}` : ''));
   results.append(h('ol', { class: 'list', 'aria-label': 'Results' }, items.map((hit, i) => h('li', {},
     h('div', { class: 'row' },
       h('span', { class: 'muted', text: `${i + 1}.` }),

@@ -36,7 +36,7 @@ from engram.schema import (
     graph_entities,
     graph_mentions,
 )
-from engram.scope import Scope
+from engram.scope import Scope, Window
 
 PER_ENTITY_DOCS = 3
 """Newest documents read per matched entity, per hit asked for: a common entity's older
@@ -140,10 +140,14 @@ def _lookup(
 
 
 def _docs_of(
-    conn: Connection, limits: Mapping[int, int], scope: Scope, kinds: tuple[str, ...] | None
+    conn: Connection,
+    limits: Mapping[int, int],
+    scope: Scope,
+    kinds: tuple[str, ...] | None,
+    window: Window | None = None,
 ) -> dict[int, list[Any]]:
-    """Per entity, its newest ``limits[entity]`` in-scope documents: one round trip (a UNION
-    of index range scans on (entity_id, created_at))."""
+    """Per entity, its newest ``limits[entity]`` in-scope documents (inside ``window`` when
+    given): one round trip (a UNION of index range scans on (entity_id, created_at))."""
     if not limits:
         return {}
     m = graph_mentions.c
@@ -157,6 +161,8 @@ def _docs_of(
         )
         if kinds:
             stmt = stmt.where(m.kind.in_(kinds))
+        if window:
+            stmt = stmt.where(window.clause(m.created_at))
         parts.append(select(stmt.subquery()))
     found: dict[int, list[Any]] = {}
     for row in conn.execute(union_all(*parts) if len(parts) > 1 else parts[0]):
@@ -203,6 +209,7 @@ def _rank(
     limit: int,
     kinds: tuple[str, ...] | None,
     expand: bool,
+    window: Window | None = None,
 ) -> list[KeywordHit]:
     scores: dict[str, list[Any]] = {}
 
@@ -233,7 +240,7 @@ def _rank(
             if nweight > weights.get(dst, 0.0):
                 weights[dst] = nweight
                 limits[dst] = max(PER_NEIGHBOUR_DOCS * limit, 10)
-    for entity_id, rows in _docs_of(conn, limits, scope, kinds).items():
+    for entity_id, rows in _docs_of(conn, limits, scope, kinds, window).items():
         credit(rows, weights[entity_id])
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1][0], -kv[1][3], kv[0]))[:limit]
     return [
@@ -250,15 +257,21 @@ def _doc_counts(conn: Connection, ids: set[int]) -> dict[int, int]:
 
 
 def stream(
-    conn: Connection, query: str, scope: Scope, limit: int, kinds: tuple[str, ...] | None = None
+    conn: Connection,
+    query: str,
+    scope: Scope,
+    limit: int,
+    kinds: tuple[str, ...] | None = None,
+    window: Window | None = None,
 ) -> list[KeywordHit]:
     """The graph retrieval stream: documents that name the entities the query names (rarer
     entities and stronger roles score higher), then documents naming their strongest 1-hop
-    neighbours at a lower weight. Best first; empty when the query names no known entity."""
+    neighbours at a lower weight. Best first; empty when the query names no known entity.
+    With ``window``, only documents from inside it (entities and edges are not narrowed)."""
     matched = match(conn, query, scope)
     if not matched:
         return []
-    return _rank(conn, matched, scope, limit, kinds, expand=True)
+    return _rank(conn, matched, scope, limit, kinds, expand=True, window=window)
 
 
 @dataclasses.dataclass(frozen=True)
