@@ -310,6 +310,7 @@ def test_every_page_reads_at_phone_width_in_dark_and_by_keyboard(viewer: Viewer)
         "overview": "#/overview",
         "search": "#/search?q=login",
         "sessions": "#/sessions",
+        "session": "#/sessions/s-login",
         "memories": "#/memories",
         "graph": "#/graph?entity=src/auth/session.py",
         "context": f"#/context?project={PROJECT}&budget=500",
@@ -329,6 +330,15 @@ def test_every_page_reads_at_phone_width_in_dark_and_by_keyboard(viewer: Viewer)
         page.wait_for_timeout(300)
         wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert wide <= 1, f"{name} scrolls sideways by {wide}px at 390px"
+        # a row's title keeps most of the row: its neighbours wrap below it, it is never
+        # squeezed into a column a few letters wide
+        narrow = page.evaluate(
+            """[...document.querySelectorAll('.list > li .title')]
+                 .map((t) => [t.textContent, t.getBoundingClientRect().width,
+                              t.closest('li').getBoundingClientRect().width])
+                 .filter(([, title, row]) => title < row * 0.5)"""
+        )
+        assert not narrow, f"{name}: titles squeezed at 390px: {narrow}"
         viewer.shot(f"{name}-phone-dark")
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(20, 23, 28)"
