@@ -247,7 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engram.cli.server import serve, setup_logging
 
     settings = settings_for(args, host=args.host, port=args.port)
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format)
     try:
         return serve(settings)
     except OSError as exc:
@@ -280,7 +280,7 @@ def _celery_for(settings: Settings, queues: list[str] | None = None) -> Any:
     from engram.tasks import runtime
     from engram.tasks.app import configure
 
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format)
     prepare_dirs(settings, private=True)
     bound_heap()
     Store.open(settings.database_url).close()  # migrate once, before a pool forks

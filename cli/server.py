@@ -33,16 +33,42 @@ QUIET_LOGGERS = {
     "kombu.connection": logging.ERROR,  # "No hostname was supplied" for memory:// on every send
     "celery.worker.strategy": logging.WARNING,  # one line per task received
     "celery.app.trace": logging.WARNING,  # one line per task finished
+    "httpx": logging.WARNING,  # one line per HTTP call: every Chroma server call, every LLM call
+    "httpcore": logging.WARNING,
 }
-"""Per-task chatter that drowns the log at INFO; shown again with ENGRAM_LOG_LEVEL=DEBUG."""
+"""Per-task and per-call chatter that drowns the ``engram.*`` lines at INFO; shown again with
+ENGRAM_LOG_LEVEL=DEBUG."""
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line (ENGRAM_LOG_FORMAT=json): time (UTC, ISO 8601), level, logger,
+    message, and ``exc`` with the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+        from datetime import datetime, timezone
+
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def setup_logging(level: str, fmt: str = "text") -> None:
+    """The process's one logging set-up (serve, worker, beat): stderr, ``level``, ``fmt``
+    (``text`` or ``json``); the chatty libraries quieted unless ``level`` is DEBUG."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warning is a line in the same format too
     if level.upper() != "DEBUG":
         for name, quiet in QUIET_LOGGERS.items():
             logging.getLogger(name).setLevel(quiet)

@@ -73,6 +73,8 @@ LOCAL_MODELS = ("minilm", "e5-small")
 """Values of ENGRAM_LOCAL_MODEL: the models the local embedder can run offline."""
 MCP_TOOL_SETS = ("core", "all")
 """Values of ENGRAM_MCP_TOOLS."""
+LOG_FORMATS = ("text", "json")
+"""Values of ENGRAM_LOG_FORMAT."""
 LLM_PROVIDERS = ("openai", "anthropic")
 """Provider families of ENGRAM_LLM_PROVIDERS (engram.llm.providers)."""
 
@@ -385,6 +387,15 @@ SETTINGS: tuple[Spec, ...] = (
         "Resident memory one Engram process should stay under; status warns at 90 % of it.",
     ),
     Spec("ENGRAM_LOG_LEVEL", "log_level", str, "INFO", "Log level: DEBUG, INFO, WARNING, ERROR."),
+    Spec(
+        "ENGRAM_LOG_FORMAT",
+        "log_format",
+        _one_of(LOG_FORMATS),
+        "text",
+        "How serve, worker and beat write their log lines to stderr: text (time, level, "
+        "logger, message) or json (one object a line: time, level, logger, message, and exc "
+        "for a traceback), for a log shipper.",
+    ),
     Spec(
         "ENGRAM_EMBEDDER",
         "embedder",
@@ -856,6 +867,7 @@ class Settings:
     prompt_context_tokens: int
     memory_budget_mb: int
     log_level: str
+    log_format: str
     embedder: str
     local_model: str
     embedding_url: str
