@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -115,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--name",
         "-n",
         default=None,
-        help="worker node name (default engram-<pid>@<host>: unique per process)",
+        help="worker node name (default engram-<queues>@<host>, e.g. engram-capture-maintenance@"
+        "box: the same after a restart, so Flower and `celery inspect ping` know it again; give "
+        "two pools with the same queues on one host their own names; %%h is the host name)",
     )
 
     p = sub.add_parser(
@@ -288,6 +289,12 @@ def _celery_for(settings: Settings, queues: list[str] | None = None) -> Any:
     return configure(settings)
 
 
+def default_node_name(queues: list[str]) -> str:
+    """``engram-<queues>@%h``: stable across restarts (a pid in the name left Flower one dead
+    worker per restart and no name a health check could ping), distinct per pool on a host."""
+    return f"engram-{'-'.join(queues)}@%h"
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     settings = settings_for(args)
     refused = _distributed_only(settings, "worker")
@@ -304,6 +311,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    name = args.name or default_node_name(queues)
     if "capture" in queues:
         queues += [q for q in LEGACY_QUEUES if q not in queues]  # tasks an older gateway queued
     pool = args.pool
@@ -327,7 +335,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "--queues",
             ",".join(queues),
             "--hostname",
-            args.name or f"engram-{os.getpid()}@%h",
+            name,
             "--without-gossip",
             "--without-mingle",
         ]
