@@ -24,6 +24,7 @@ from engram.api.routes import (
     viewer,
 )
 from engram.api.util import check_contract, check_request_text
+from engram.metrics import Counts
 from engram.settings import Settings
 from engram.store import Store
 from engram.vectors import Vectors
@@ -50,6 +51,7 @@ def create_app(
     worker_probe: Callable[[], dict[str, Any]],
     vectors: Vectors | None = None,
     derived_changed: Callable[[], None] | None = None,
+    queue_probe: Callable[[], dict[str, int]] | None = None,
 ) -> Flask:
     """Build the gateway. The callables connect it to the task queue (see tasks.client)."""
     app = Flask("engram", static_folder=None)  # the viewer serves its own files
@@ -71,6 +73,8 @@ def create_app(
             "engram.viewer_auth": ViewerAuth(store, settings.viewer_session_hours),
             "engram.feed": Feed(store),
             "engram.stream_slots": viewer.StreamSlots(settings.viewer_max_streams),
+            "engram.queue_probe": queue_probe or dict,
+            "engram.capture_answers": Counts(),
         }
     )
     errors.register(app)

@@ -198,6 +198,7 @@ def build_gateway(settings: Settings, *, start_worker: bool = True) -> Gateway:
         ),
         vectors=gateway.vectors,
         derived_changed=client.derived_changed,
+        queue_probe=client.queue_probe(settings),
     )
     mcp_http.install(gateway.app, _mcp_server(gateway.app, gateway.secret))  # /mcp, same auth
     if start_worker:

@@ -237,6 +237,13 @@ def _viewer(conn: Connection) -> None:
     schema.viewer_tokens.create(conn, checkfirst=True)
 
 
+def _ledger_stored_index(conn: Connection) -> None:
+    """The event ledger by stored time: /metrics reads the events stored in the last minutes
+    (accept-to-stored latency) without scanning every event ever captured."""
+    index = next(i for i in schema.event_ledger.indexes if i.name == "ix_event_ledger_stored_at")
+    index.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -256,6 +263,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (14, "memories: use, access count, eviction", _memory_use),
     (15, "graph facts with temporal validity", _graph_facts),
     (16, "viewer: activity feed and sign-in tokens", _viewer),
+    (17, "event ledger by stored time, for metrics", _ledger_stored_index),
 )
 
 

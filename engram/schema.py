@@ -165,6 +165,7 @@ event_ledger = Table(
     Column("state", String(16), nullable=False),  # accepted | stored | dead | forgotten
     Column("accepted_at", Float, nullable=False),
     Column("stored_at", Float),
+    Index("ix_event_ledger_stored_at", "stored_at"),  # recent latency (engram.metrics)
 )
 
 audit_log = Table(

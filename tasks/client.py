@@ -86,3 +86,29 @@ def worker_probe(
         return {"alive": len(names), "names": names, "memory": memory}
 
     return probe
+
+
+def queue_probe(settings: Settings) -> Callable[[], dict[str, int]]:
+    """Tasks waiting in the broker per queue (distributed mode; the embedded server's queues
+    are in-process lanes, whose backlog the derive queues already show)."""
+
+    def probe() -> dict[str, int]:
+        if settings.embedded:
+            return {}
+        from engram.tasks.app import ALL_QUEUES, celery_app
+        from engram.tasks.broker import client_errors, redis_broker
+
+        broker = redis_broker(celery_app)  # a client; it connects on the first read
+        if broker is None:
+            return {}
+        # redis is imported by now: its errors are known
+        failures: tuple[type[BaseException], ...] = (OperationalError, OSError, *client_errors())
+        try:
+            return {queue: broker.queued_count([queue]) for queue in ALL_QUEUES}
+        except failures as exc:
+            log.warning("could not read the queue lengths from the broker: %s", exc)
+            return {}
+        finally:
+            broker.close()
+
+    return probe

@@ -6,10 +6,10 @@ import logging
 import time
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from engram import audit, inbox, sessions
+from engram import audit, inbox, metrics, sessions
 from engram.api.errors import ApiError, error_response
 from engram.api.util import actor, json_body, limit_arg, page, settings, store
 from engram.errors import SessionConflict
@@ -32,6 +32,16 @@ def _unavailable(code: str, message: str) -> Any:
 
 def _dispatch(event_id: str) -> None:
     current_app.extensions["engram.dispatch"](event_id)
+
+
+@bp.after_request
+def _count(response: Response) -> Response:
+    """Each /v1/observe answer, by outcome, for /metrics (refusals before the route too)."""
+    if request.endpoint == "capture.observe":
+        outcome = metrics.capture_outcome(response.status_code)
+        if outcome is not None:
+            current_app.extensions["engram.capture_answers"].add(outcome)
+    return response
 
 
 @bp.post("/v1/observe")

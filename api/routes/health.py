@@ -1,12 +1,12 @@
-"""Liveness, health (public, minimal) and status (authenticated, complete)."""
+"""Liveness, health (public, minimal), status (authenticated, complete) and its metrics."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, current_app, jsonify
 
-from engram import status
+from engram import metrics, status
 from engram.api.contract import openapi as openapi_document
 from engram.api.util import settings, store
 
@@ -38,6 +38,31 @@ def health() -> Any:
 @bp.get("/v1/status")
 def status_() -> Any:
     return jsonify({**_report(), "version": current_app.config["ENGRAM_VERSION"]})
+
+
+@bp.get("/metrics")
+def metrics_() -> Any:
+    """Prometheus text exposition (engram.metrics): the status report as numbers, the event
+    ledger by state, recent accept-to-stored latency, queue lengths, this process's capture
+    answers. Needs the bearer secret (a scraper's ``authorization`` credentials)."""
+    report = _report()
+    ledger: dict[str, int] = {}
+    latencies: list[float] = []
+    if report.get("store", {}).get("ok"):
+        with store().read() as conn:
+            ledger = metrics.ledger_states(conn)
+            latencies = metrics.recent_latencies(conn)
+    ext = current_app.extensions
+    body = metrics.render(
+        metrics.families(
+            report,
+            ledger,
+            latencies,
+            ext["engram.queue_probe"](),
+            ext["engram.capture_answers"].snapshot(),
+        )
+    )
+    return Response(body, mimetype="text/plain", content_type=metrics.CONTENT_TYPE)
 
 
 def _report() -> dict[str, Any]:
