@@ -63,6 +63,30 @@ def hooks_connected(settings: Settings) -> set[str]:
     }
 
 
+def drifted(settings: Settings) -> dict[str, tuple[bool, list[str]]]:
+    """For each host `engram connect` wrote to (connected.json): whether its hooks were
+    connected, and the files a connect would change now (Engram's entries removed, edited or
+    pointing at another `engram`). Reads only; a file that no longer parses is named too."""
+    from engram.agents.hostconfig.hosts import host_named
+
+    found: dict[str, tuple[bool, list[str]]] = {}
+    for name, entry in _read_connected(settings.config_dir).items():
+        host = host_named(name) if isinstance(entry, dict) else None
+        if host is None or not isinstance(entry, dict):
+            continue
+        hooks = bool(entry.get("hooks"))
+        args = argparse.Namespace(
+            project_dir=None, scope=None, config=entry.get("mcp"), hooks_config=entry.get("hooks")
+        )
+        try:
+            outcomes = compute(plan_files(host, args, hooks), _context(host, entry), True)
+        except ConnectError as exc:
+            found[name] = (hooks, [str(exc)])
+            continue
+        found[name] = (hooks, [str(o.plan.path) for o in outcomes if o.changed])
+    return found
+
+
 def _write_connected(config_dir: Path, record: dict[str, Any]) -> None:
     import json
 

@@ -769,6 +769,7 @@ COMMAND_MODULES = (
     "engram.agents.connect",
     "engram.watcher.commands",
     "engram.watcher.memsync_cli",
+    "engram.cli.doctor",
 )
 """Modules adding commands of their own: each has ``add_commands(sub, common, client_args)``
 (``common`` and ``client_args`` add the shared --data-dir/--config-dir and --url options) returning
