@@ -290,16 +290,17 @@ def scored(*pairs: tuple[str, float]) -> list[KeywordHit]:
 def test_score_fusion_lets_the_sure_stream_lead() -> None:
     """Each stream's scores are scaled over its top 20 and weighted by its confidence: how far
     its best score stands above its score at that depth, relative to the best, squared."""
-    sure_bm25 = scored(("a", 10.0), ("b", 9.0), ("c", 2.0), ("d", 1.0))
+    sure_bm25 = scored(("a", 10.0), ("b", 9.8), ("c", 2.0), ("d", 1.0))
     unsure_vector = scored(("e", 0.62), ("b", 0.61), ("f", 0.60))
     weights = {"bm25": 1.0, "vector": 1.0}
     fused = search.fuse({"bm25": sure_bm25, "vector": unsure_vector}, weights, method="score")
     order = [hit.doc_id for hit, _ in fused]
     # bm25's spread is 9 of 10 (confidence 0.81); the vectors' top three are 0.02 apart, so
-    # the vector stream adds little but its agreement: b, in both, passes a; e, the vectors'
-    # first, comes after bm25's third
+    # the vector stream adds little but its agreement: b, in both, passes a (whose lead over b
+    # is 2 %, a fifth of a full lead); e, the vectors' first, comes after bm25's third
     assert order[:3] == ["b", "a", "c"] and order.index("e") > order.index("c")
-    expected_a = 0.5 * 0.81 * 1.0 + search.RANK_SHARE * 0.5
+    lead = search.LEAD_BONUS["bm25"] * 0.5 * (0.02 / search.LEAD_FULL)
+    expected_a = 0.5 * 0.81 * 1.0 + search.RANK_SHARE * 0.5 + lead
     assert abs(fused[1][0].score - expected_a) < 1e-9
     # the same vectors, sure of their first hit, while bm25's scores are all alike: e leads
     unsure_bm25 = scored(("a", 5.0), ("b", 4.9), ("c", 4.8))
@@ -309,6 +310,24 @@ def test_score_fusion_lets_the_sure_stream_lead() -> None:
     # rrf, which sees only ranks, puts the document both streams listed first either way
     rrf = search.fuse({"bm25": unsure_bm25, "vector": sure_vector}, weights, method="rrf")
     assert [hit.doc_id for hit, _ in rrf][0] == "b"
+
+
+def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25's first hit leading its second by a tenth or more is a rare word only it matches:
+    agreement between the streams on the second does not pass it (without the lead bonus it
+    would)."""
+    bm25 = scored(("a", 10.0), ("b", 8.0), ("c", 2.0), ("d", 1.0))
+    vector = scored(("b", 0.62), ("e", 0.61), ("f", 0.60))
+    weights = {"bm25": 1.0, "vector": 1.0}
+    streams = {"bm25": bm25, "vector": vector}
+    assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][:2] == [
+        "a",
+        "b",
+    ]
+    monkeypatch.setattr(search, "LEAD_BONUS", {})
+    assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][0] == "b"
+    assert search._lead(scored(("x", 1.0))) == 0.0  # one hit has no lead
+    assert search._lead(scored(("x", -1.0), ("y", -2.0))) == 0.0  # nor a score below zero
 
 
 def test_score_fusion_of_one_stream_keeps_its_order_below_the_depth() -> None:
