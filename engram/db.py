@@ -67,7 +67,42 @@ def create_store_engine(database_url: str) -> Engine:
             conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    connect_args = POSTGRES_SESSION if url.get_backend_name() == "postgresql" else {}
+    return create_engine(
+        url, pool_size=10, max_overflow=20, pool_pre_ping=True, connect_args=connect_args
+    )
+
+
+DEAD_PEER = {"idle": 10, "interval": 5, "count": 3, "unacked_ms": 25_000}
+"""How both ends of a PostgreSQL connection find a vanished peer (a worker host cut off
+mid-transaction, a gateway whose link dropped): TCP keepalive after 10 s idle, 3 probes 5 s
+apart, and ``tcp_user_timeout``: data unacknowledged for 25 s ends the connection (with an
+answer in flight to the lost host, keepalives never start and only the kernel's retransmission
+limit, ~15 min, would). Without them the server keeps the vanished session in its transaction,
+with its row locks, and every other worker waits behind it: tests/test_multihost.py stalled
+capture for the whole idle-in-transaction limit until the server side was set."""
+IDLE_IN_TRANSACTION_MS = 120_000
+"""A session that opened a transaction and then sent nothing for two minutes (a frozen or
+stopped process) is ended by the server, releasing its locks; no Engram transaction waits on
+its client that long."""
+POSTGRES_SESSION = {
+    "keepalives": 1,
+    "keepalives_idle": DEAD_PEER["idle"],
+    "keepalives_interval": DEAD_PEER["interval"],
+    "keepalives_count": DEAD_PEER["count"],
+    "tcp_user_timeout": DEAD_PEER["unacked_ms"],
+    "options": " ".join(
+        [
+            f"-c tcp_keepalives_idle={DEAD_PEER['idle']}",
+            f"-c tcp_keepalives_interval={DEAD_PEER['interval']}",
+            f"-c tcp_keepalives_count={DEAD_PEER['count']}",
+            f"-c tcp_user_timeout={DEAD_PEER['unacked_ms']}",
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}",
+        ]
+    ),
+}
+"""libpq parameters of every store connection: the client's keepalives, and the server's for
+this session (``options``; each is a per-session setting any user may change)."""
 
 
 Migration = Callable[[Connection], None]

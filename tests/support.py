@@ -34,9 +34,10 @@ def wait_for(
     predicate: Callable[[], Any],
     timeout: float = 20.0,
     interval: float = 0.05,
-    message: str = "condition",
+    message: object = "condition",
 ) -> Any:
-    """Poll until ``predicate()`` is truthy; fail with ``message`` after ``timeout``."""
+    """Poll until ``predicate()`` is truthy; fail with ``message`` after ``timeout`` (any
+    object: it is made text only then, so it can read what went wrong at that moment)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
