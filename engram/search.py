@@ -57,15 +57,17 @@ stream's weight: documents several streams agree on rise, and it orders what the
 tied. 0.25 kept the coding-context blocks as good as rank fusion's (0 and 0.1 lost questions
 whose answer both streams ranked in their top 5) at a small cost on LoCoMo MRR."""
 
-LEAD_BONUS: dict[str, float] = {"bm25": 0.6}
-"""``score`` fusion: a stream whose first hit leads its second by ``LEAD_FULL`` of its score or
-more adds this share of its weight to that hit (less for a smaller lead). BM25's first hit
-standing clear of its second means one document matches a rare query word the others lack; the
-scaling over the top 20 cannot see that when the 20th scores low. Measured on LoCoMo,
-LongMemEval-S, coding-agent-life and coding-paraphrase (docs/benchmarks.md, "A sure first
-hit"): it turned LoCoMo MRR from below BM25's to above it and halved the cells where fusion
-loses to its best stream. The vector stream's leads are a few hundredths of a cosine and gave
-nothing, so it has none."""
+LEAD_BONUS: dict[str, float] = {"bm25": 0.6, "vector": 0.0}
+"""``score`` fusion, a sure first hit: a stream whose first hit leads its second by
+``LEAD_FULL`` of its score or more adds this share of its weight to that hit (less for a
+smaller lead), unless another stream listed here is as sure of a different first hit (its lead
+takes the bonus back in proportion). BM25's first hit standing clear of its second means one
+document matches a rare query word the others lack; the scaling over the top 20 cannot see that
+when the 20th scores low. The vector stream gains nothing from its own lead (a bonus for it
+lost cells everywhere measured), but a clear one is doubt against BM25's: on request-style
+questions over whole sessions BM25 can lead on the wrong session. Measured on LoCoMo,
+LongMemEval-S (session and turn), coding-agent-life and coding-paraphrase, whole sessions and
+best turns (docs/benchmarks.md, "A sure first hit")."""
 LEAD_FULL = 0.1
 
 
@@ -114,7 +116,8 @@ def fuse(
     sure leads; one that is not still adds its agreement. Each stream's RRF term is added too,
     scaled by ``RANK_SHARE`` (what several streams agree on rises; it orders everything below
     every stream's depth); a stream in ``LEAD_BONUS`` whose first hit leads its second adds
-    a share of its weight to that hit; ties go to the better best rank, then the earlier stream.
+    a share of its weight to that hit, unless another is as sure of a different one; ties go to
+    the better best rank, then the earlier stream.
     Weights are renormalised over the streams that answered."""
     method = method or FUSION
     if method not in FUSIONS:
@@ -125,6 +128,7 @@ def fuse(
     best: dict[str, tuple[int, int]] = {}
     hits_by_id: dict[str, KeywordHit] = {}
     ranks: dict[str, dict[str, int]] = {}
+    sure: dict[str, tuple[str, float, float]] = {}  # stream: (its first hit, its lead, weight)
     for order, name in enumerate(answered):
         weight = weights[name] / total
         first: list[KeywordHit] = []
@@ -134,11 +138,8 @@ def fuse(
             ranks.setdefault(hit.doc_id, {})[name] = len(first) + 1
             first.append(hit)
         scale = _scaled(first) if method == "score" else None
-        if scale is not None and LEAD_BONUS.get(name):
-            lead = _lead(first)
-            scores[first[0].doc_id] = scores.get(first[0].doc_id, 0.0) + (
-                LEAD_BONUS[name] * weight * min(1.0, lead / LEAD_FULL)
-            )
+        if scale is not None and name in LEAD_BONUS:
+            sure[name] = (first[0].doc_id, min(1.0, _lead(first) / LEAD_FULL), weight)
         for rank, hit in enumerate(first, start=1):
             value = weight / (k + rank)
             if scale is not None:
@@ -148,6 +149,10 @@ def fuse(
             known = hits_by_id.get(hit.doc_id)
             if known is None or (known.session_id is None and hit.session_id is not None):
                 hits_by_id[hit.doc_id] = hit
+    for name, (top, lead, weight) in sure.items():
+        # another stream sure of a different first hit takes the bonus back
+        doubt = max((o[1] for other, o in sure.items() if other != name and o[0] != top), default=0)
+        scores[top] += LEAD_BONUS[name] * weight * lead * (1.0 - doubt)
     ordered = sorted(scores, key=lambda d: (-scores[d], best[d]))
     if limit is not None:
         ordered = ordered[:limit]

@@ -299,7 +299,8 @@ def test_score_fusion_lets_the_sure_stream_lead() -> None:
     # the vector stream adds little but its agreement: b, in both, passes a (whose lead over b
     # is 2 %, a fifth of a full lead); e, the vectors' first, comes after bm25's third
     assert order[:3] == ["b", "a", "c"] and order.index("e") > order.index("c")
-    lead = search.LEAD_BONUS["bm25"] * 0.5 * (0.02 / search.LEAD_FULL)
+    doubt = (0.01 / 0.62) / search.LEAD_FULL  # the vectors' own lead, on another first hit
+    lead = search.LEAD_BONUS["bm25"] * 0.5 * (0.02 / search.LEAD_FULL) * (1 - doubt)
     expected_a = 0.5 * 0.81 * 1.0 + search.RANK_SHARE * 0.5 + lead
     assert abs(fused[1][0].score - expected_a) < 1e-9
     # the same vectors, sure of their first hit, while bm25's scores are all alike: e leads
@@ -326,6 +327,17 @@ def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPat
     ]
     monkeypatch.setattr(search, "LEAD_BONUS", {})
     assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][0] == "b"
+    monkeypatch.undo()
+    # the vector stream as sure of another first hit (a lead of a tenth) takes the bonus back
+    doubting = scored(("b", 0.70), ("e", 0.61), ("f", 0.60))
+    fused = search.fuse({"bm25": bm25, "vector": doubting}, weights, method="score")
+    assert [hit.doc_id for hit, _ in fused][0] == "b"
+    # both sure of the same first hit: no doubt
+    agreeing = scored(("a", 0.70), ("e", 0.61), ("f", 0.60))
+    fused = search.fuse({"bm25": bm25, "vector": agreeing}, weights, method="score")
+    without = search.fuse({"bm25": bm25, "vector": agreeing}, weights, method="rrf")
+    assert [hit.doc_id for hit, _ in fused][0] == "a" == without[0][0].doc_id
+    assert fused[0][0].score > 0.5 * 0.81 + search.LEAD_BONUS["bm25"] * 0.5  # the full bonus
     assert search._lead(scored(("x", 1.0))) == 0.0  # one hit has no lead
     assert search._lead(scored(("x", -1.0), ("y", -2.0))) == 0.0  # nor a score below zero
 
