@@ -129,6 +129,7 @@ def build(
                 weights=weights,
                 rrf_k=rrf_k,
                 fusion=fusion,
+                sure_first=False,  # a budget of several hits: see search.LEAD_FULL
             )["items"]
         )
 
@@ -222,6 +223,7 @@ def for_prompt(
             weights=weights,
             rrf_k=rrf_k,
             fusion=fusion,
+            sure_first=False,
         )["items"]
         if h.get("sessionId") != session_id
     ]

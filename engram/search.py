@@ -69,6 +69,12 @@ questions over whole sessions BM25 can lead on the wrong session. Measured on Lo
 LongMemEval-S (session and turn), coding-agent-life and coding-paraphrase, whole sessions and
 best turns (docs/benchmarks.md, "A sure first hit")."""
 LEAD_FULL = 0.1
+"""The lead (of the first score, over the second) that earns the whole bonus.
+
+Ranked search (``/v1/search``, MCP, the viewer) puts the sure hit first; the context builder
+does not (``sure_first=False``): a block fills a budget with several hits, and at 500 tokens
+the bonus displaced the hits both streams agree on (coding-context blocks 0.85 -> 0.80, with
+no change at 1,000 and 2,000 tokens or from the prompt hook)."""
 
 
 RERANK_DEPTH: int = settings.default("ENGRAM_RERANK_DEPTH")
@@ -105,6 +111,7 @@ def fuse(
     limit: int | None = None,
     k: int = RRF_K,
     method: str | None = None,
+    sure_first: bool = True,
 ) -> list[tuple[KeywordHit, dict[str, int]]]:
     """The streams that answered, fused (``method``: ``score`` or ``rrf``, the server's
     ``ENGRAM_FUSION`` when not given); each hit with its rank in every stream that ranked it.
@@ -115,9 +122,9 @@ def fuse(
     relative to the best (a stream whose top hits all score alike knows little). A stream that is
     sure leads; one that is not still adds its agreement. Each stream's RRF term is added too,
     scaled by ``RANK_SHARE`` (what several streams agree on rises; it orders everything below
-    every stream's depth); a stream in ``LEAD_BONUS`` whose first hit leads its second adds
-    a share of its weight to that hit, unless another is as sure of a different one; ties go to
-    the better best rank, then the earlier stream.
+    every stream's depth); with ``sure_first``, a stream in ``LEAD_BONUS`` whose first hit
+    leads its second adds a share of its weight to that hit, unless another is as sure of a
+    different one; ties go to the better best rank, then the earlier stream.
     Weights are renormalised over the streams that answered."""
     method = method or FUSION
     if method not in FUSIONS:
@@ -138,7 +145,7 @@ def fuse(
             ranks.setdefault(hit.doc_id, {})[name] = len(first) + 1
             first.append(hit)
         scale = _scaled(first) if method == "score" else None
-        if scale is not None and name in LEAD_BONUS:
+        if scale is not None and sure_first and name in LEAD_BONUS:
             sure[name] = (first[0].doc_id, min(1.0, _lead(first) / LEAD_FULL), weight)
         for rank, hit in enumerate(first, start=1):
             value = weight / (k + rank)
@@ -219,6 +226,7 @@ def search(
     reranker: Reranker | None = None,
     rerank_depth: int = RERANK_DEPTH,
     window: Window | None = None,
+    sure_first: bool = True,
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
     ranks, so the page is the best inside the window, not the window's share of the best)."""
@@ -276,7 +284,7 @@ def search(
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
-        fused = fuse(rankings, weights, k=rrf_k, method=fusion)
+        fused = fuse(rankings, weights, k=rrf_k, method=fusion, sure_first=sure_first)
         ordered = [hit for hit, _ in fused]
         rank_of = {hit.doc_id: dict(ranks) for hit, ranks in fused}
         head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []

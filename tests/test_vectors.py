@@ -328,6 +328,10 @@ def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(search, "LEAD_BONUS", {})
     assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][0] == "b"
     monkeypatch.undo()
+    # the context builder asks without it: agreement leads there, as before
+    plain = search.fuse(streams, weights, method="score", sure_first=False)
+    assert [hit.doc_id for hit, _ in plain][0] == "b"
+    monkeypatch.undo()
     # the vector stream as sure of another first hit (a lead of a tenth) takes the bonus back
     doubting = scored(("b", 0.70), ("e", 0.61), ("f", 0.60))
     fused = search.fuse({"bm25": bm25, "vector": doubting}, weights, method="score")
