@@ -2,12 +2,16 @@
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: serve install check lint test
+.PHONY: serve install install-team check lint test
 
 $(VENV)/bin/engram: pyproject.toml
 	bash infra/dev/install.sh
 
 install: $(VENV)/bin/engram
+
+# A team deployment from a checkout (docs/operations.md): PostgreSQL driver, Flower, LLM clients.
+install-team:
+	bash infra/dev/install.sh team
 
 serve: install
 	$(VENV)/bin/engram serve

@@ -90,6 +90,21 @@ def observe_body(project: str, session: str, n: int, **extra: Any) -> dict[str, 
     }
 
 
+def assert_stored_exactly_once(conn: Any, accepted: list[str]) -> None:
+    """The delivery guarantee, read from the store: every accepted event is one observation,
+    none twice, the ledger says stored for each, and nothing waits in the inbox."""
+    from engram.metrics import ledger_states
+    from engram.schema import capture_inbox, observations
+
+    stored = list(conn.execute(select(observations.c.event_id)).scalars())
+    assert sorted(stored) == sorted(set(stored)), "an event was stored twice"
+    assert set(stored) == set(accepted), (
+        f"missing {len(set(accepted) - set(stored))}, extra {len(set(stored) - set(accepted))}"
+    )
+    assert ledger_states(conn) == {"stored": len(accepted)}
+    assert conn.execute(select(func.count()).select_from(capture_inbox)).scalar_one() == 0
+
+
 def count_rows(store: Store, table: Any) -> int:
     with store.read() as conn:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())

@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
 
-from engram.schema import capture_inbox, event_ledger, observations
 from tests.conftest import POSTGRES_URL
-from tests.support import Cluster, count_rows, observe_body, postgres_database, wait_for
+from tests.support import (
+    Cluster,
+    assert_stored_exactly_once,
+    observe_body,
+    postgres_database,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,18 +49,7 @@ def assert_exactly_once(cluster: Cluster, accepted: list[str]) -> None:
     store = cluster.store()
     try:
         with store.read() as conn:
-            stored = list(conn.execute(select(observations.c.event_id)).scalars())
-            states = dict(
-                conn.execute(
-                    select(event_ledger.c.state, func.count()).group_by(event_ledger.c.state)
-                ).all()
-            )
-        assert sorted(stored) == sorted(set(stored)), "an event was stored twice"
-        assert set(stored) == set(accepted), (
-            f"missing {len(set(accepted) - set(stored))}, extra {len(set(stored) - set(accepted))}"
-        )
-        assert states == {"stored": len(accepted)}
-        assert count_rows(store, capture_inbox) == 0
+            assert_stored_exactly_once(conn, accepted)
     finally:
         store.close()
 

@@ -26,8 +26,8 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from engram.client import Client
-from engram.schema import capture_inbox, event_ledger, observations
-from tests.support import ENGRAM, observe_body, wait_for
+from engram.schema import capture_inbox, observations
+from tests.support import ENGRAM, assert_stored_exactly_once, observe_body, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -306,17 +306,7 @@ def test_capture_across_hosts_with_a_worker_host_cut_off_and_back(team: dict[str
         message=Why("all stored after the host is back", engine, hosts, "w1", "w2"),
     )
     with engine.connect() as conn:
-        stored = list(conn.execute(select(observations.c.event_id)).scalars())
-        states = dict(
-            conn.execute(
-                select(event_ledger.c.state, func.count()).group_by(event_ledger.c.state)
-            ).all()
-        )
-        waiting = conn.execute(select(func.count()).select_from(capture_inbox)).scalar_one()
-    assert len(stored) == len(set(stored)), "an event was stored twice"
-    assert set(stored) == set(accepted)
-    assert states == {"stored": len(accepted)}
-    assert waiting == 0
+        assert_stored_exactly_once(conn, accepted)
     # the partitioned host's open transaction is ended by the server within ~25 s
     # (engram.db.DEAD_PEER); before that, capture waited behind its locks for minutes
     assert recovered_in < 60, recovered_in

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv in the repository and install Engram into it (editable, with the dev extras when
-# asked: `install.sh dev`). Needs python3 >= 3.10 with venv.
+# Create .venv in the repository and install Engram into it (editable; with the dev extras when
+# asked: `install.sh dev`; with what a team deployment needs: `install.sh team`). Needs
+# python3 >= 3.10 with venv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
@@ -15,6 +16,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 extras=""
 [ "${1:-}" = "dev" ] && extras="[dev]"
+# A team deployment from a checkout: the PostgreSQL driver, Flower and the LLM clients.
+[ "${1:-}" = "team" ] && extras="[postgres,monitor,llm]"
 echo "==> installing Engram$extras into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip
 # compat editable mode: the repo itself goes on sys.path, so new packages need no reinstall.
