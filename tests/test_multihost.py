@@ -1,6 +1,6 @@
-"""A team deployment across hosts: Redis and PostgreSQL on one host, the gateway and the scheduler
-on another, a worker pool on each of two more, every host a network namespace of this machine
-with its own address on a private bridge. Capture runs while one worker host's link is cut and
+"""A team deployment across hosts: Redis and PostgreSQL on one host, the Chroma server on
+another, the gateway and the scheduler on a third, a worker pool (local embedder) on each of two
+more, every host a network namespace of this machine with its own address on a private bridge. Capture runs while one worker host's link is cut and
 then restored; every accepted event must be stored exactly once.
 
 The hosts are this test's own: namespaces it makes and deletes, addresses on a bridge it makes,
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.slow
 
 SUBNET = "10.231.77"
 """The private bridge's addresses: .1 this machine's side, then one per host."""
-STORE, GATEWAY, WORKER1, WORKER2 = 2, 3, 4, 5
+STORE, GATEWAY, WORKER1, WORKER2, CHROMA = 2, 3, 4, 5, 6
+CHROMA_BIN = str(Path(ENGRAM).parent / "chroma")
 PORT = 8737
 
 
@@ -138,7 +139,7 @@ def team(tmp_path: Path) -> Iterator[dict[str, Any]]:
     pgdata = Path(tempfile.mkdtemp(prefix="engram-mh-pg-"))  # postgres must read it, not root
     hosts = Hosts(net, tmp_path)
     try:
-        for octet in (STORE, GATEWAY, WORKER1, WORKER2):
+        for octet in (STORE, GATEWAY, WORKER1, WORKER2, CHROMA):
             net.add(octet)
         store = f"{SUBNET}.{STORE}"
         shutil.chown(pgdata, "postgres", "postgres")
@@ -165,6 +166,14 @@ def team(tmp_path: Path) -> Iterator[dict[str, Any]]:
             + ["no", "--protected-mode", "no"],
             plain,
         )
+        chroma = f"{SUBNET}.{CHROMA}"
+        hosts.run(
+            CHROMA,
+            "chroma",
+            [CHROMA_BIN, "run", "--path", str(tmp_path / "chroma"), "--host", chroma]
+            + ["--port", "8000"],
+            {**plain, "ANONYMIZED_TELEMETRY": "False"},
+        )
         database = f"postgresql+psycopg://postgres@{store}:5432/postgres"
         engine = create_engine(database)
 
@@ -182,7 +191,7 @@ def team(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "ENGRAM_CONFIG_DIR": str(tmp_path / "config"),
             "ENGRAM_BROKER_URL": f"redis://{store}:6379/0",
             "ENGRAM_DATABASE_URL": database,
-            "ENGRAM_EMBEDDER": "none",
+            "ENGRAM_CHROMA_URL": f"http://{chroma}:8000",
             "ENGRAM_SECRET": uuid.uuid4().hex,
             "ENGRAM_ALLOWED_HOSTS": f"{SUBNET}.{GATEWAY}",
             "ENGRAM_INBOX_LEASE_SECONDS": "3",
@@ -307,6 +316,20 @@ def test_capture_across_hosts_with_a_worker_host_cut_off_and_back(team: dict[str
     )
     with engine.connect() as conn:
         assert_stored_exactly_once(conn, accepted)
+    # search across the hosts: the gateway asks PostgreSQL (keyword, graph) and the Chroma
+    # server (vectors the worker hosts embedded)
+    wait_for(
+        lambda: _status(client).get("derived", {}).get("vector", {}).get("pending") == 0,
+        120,
+        interval=1.0,
+        message=Why("the vectors caught up", engine, hosts, "w1", "w2", "chroma"),
+    )
+    for mode in ("hybrid", "semantic"):
+        status, found = client.request(
+            "POST", "/v1/search", {"query": "marker42x", "project": "team", "mode": mode}
+        )
+        assert status == 200 and found["items"], (mode, found)
+        assert "vector" in found["streams"]
     # the partitioned host's open transaction is ended by the server within ~25 s
     # (engram.db.DEAD_PEER); before that, capture waited behind its locks for minutes
     assert recovered_in < 60, recovered_in
