@@ -188,6 +188,21 @@ def current(conn: Connection, target: str, changes: Sequence[Change]) -> set[str
     )
 
 
+def release_claims(conn: Connection) -> int:
+    """Make every row leased by a running drain claimable again at once; rows waiting out a
+    failure's backoff (they carry its error) keep waiting. Returns how many were released.
+
+    Only for an embedded server starting up: the leases were its previous process's (one per
+    data dir), which is gone, or a restored backup's; waiting them out left the vectors of a
+    restored store unbuilt for the whole lease (tests/test_backup.py)."""
+    result = conn.execute(
+        update(derive_queue)
+        .where(derive_queue.c.claimed_until.is_not(None), derive_queue.c.last_error.is_(None))
+        .values(claimed_until=null())
+    )
+    return int(result.rowcount or 0)
+
+
 def failed(
     conn: Connection, target: str, changes: Sequence[Change], error: str, retry_in: float
 ) -> None:

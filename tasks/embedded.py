@@ -36,15 +36,20 @@ class EmbeddedWorker:
         self._beat: EmbeddedService | None = None
 
     def start(self) -> None:
-        from engram import inbox
+        from engram import derive, inbox
         from engram.tasks import runtime
         from engram.tasks.sweeper import sweep_once
 
         # Before our own worker claims anything: every claim in the inbox belonged to the
         # previous embedded process (one per data dir), which died holding it.
-        released = inbox.release_claims(runtime.services().store())
+        store = runtime.services().store()
+        released = inbox.release_claims(store)
         if released:
             log.info("released %d inbox claims left by the previous process", released)
+        with store.write() as conn:
+            leases = derive.release_claims(conn)
+        if leases:
+            log.info("released %d derived-index leases left by the previous process", leases)
 
         self._worker = celery_app.WorkController(
             app=celery_app,

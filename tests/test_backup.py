@@ -1,6 +1,6 @@
 """Backup and restore as docs/operations.md tells an operator to do them, tried under load: the
 online backup of a running embedded server's SQLite store while hooks keep capturing, then that
-copy restored into a fresh data dir and started. What the copy had accepted must all end stored,
+copy restored into a fresh data dir (without the vectors, which are derived) and started. What the copy had accepted must all end stored,
 exactly once, and a search must find it; what came after the copy is the operator's to replay
 (the hooks' spool, `engram import`), never half in the copy."""
 
@@ -33,7 +33,7 @@ def _accepted(db: Path) -> list[str]:
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 command is not installed")
 def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path) -> None:
     (tmp_path / "live").mkdir()
-    live = Cluster(tmp_path / "live")
+    live = Cluster(tmp_path / "live", ENGRAM_EMBEDDER="local")
     accepted: list[str] = []
     stop = threading.Event()
     failures: list[Any] = []
@@ -56,7 +56,7 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
         live.serve()
         hook = threading.Thread(target=capture)
         hook.start()
-        wait_for(lambda: len(accepted) >= 150, 60, message="capture under way")
+        wait_for(lambda: len(accepted) >= 80, 60, message="capture under way")
         # the command docs/operations.md gives, while the server writes
         done = subprocess.run(
             ["sqlite3", str(tmp_path / "live" / "data" / "engram.db"), f".backup {backup}"],
@@ -65,7 +65,7 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
-        wait_for(lambda: len(accepted) >= 250, 60, message="capture after the backup")
+        wait_for(lambda: len(accepted) >= 130, 60, message="capture after the backup")
         stop.set()
         hook.join(30)
     finally:
@@ -73,10 +73,10 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
         live.stop_all()
     assert not failures, failures
     in_copy = _accepted(backup)
-    assert 150 <= len(in_copy) < len(accepted)
+    assert 80 <= len(in_copy) < len(accepted)
     assert set(in_copy) <= set(accepted)
     # restore: a fresh data dir holding only the copy, no WAL, no vectors; start; let it work
-    restored = Cluster(tmp_path / "restored")
+    restored = Cluster(tmp_path / "restored", ENGRAM_EMBEDDER="local")
     (tmp_path / "restored" / "data").mkdir(parents=True)
     shutil.copy(backup, tmp_path / "restored" / "data" / "engram.db")
     try:
@@ -93,10 +93,20 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
                 assert_stored_exactly_once(conn, in_copy)
         finally:
             store.close()
-        status, found = restored.request(
-            "POST", "/v1/search", {"query": "test_checkout failed", "project": "shop"}
+        # the vectors are not in the copy (docs: remove <data dir>/chroma): rebuilt from the
+        # restored store in the background, then semantic search answers from them
+        wait_for(
+            lambda: restored.request("GET", "/v1/status")[1]["derived"]["vector"]["pending"] == 0,
+            180,
+            message="the vectors rebuilt",
         )
-        assert status == 200 and found["items"], found
+        for mode in ("hybrid", "semantic"):
+            status, found = restored.request(
+                "POST",
+                "/v1/search",
+                {"query": "test_checkout failed", "project": "shop", "mode": mode},
+            )
+            assert status == 200 and found["items"], (mode, found)
         # a replay of everything (the hooks' spool, an import) adds only what the copy lacked
         for n in range(len(accepted)):
             body = observe_body(

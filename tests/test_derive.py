@@ -99,6 +99,24 @@ def test_an_expired_lease_is_claimed_again_and_failures_keep_the_error(store: St
     assert [c.attempts for c in second] == [2]
 
 
+def test_a_starting_server_releases_leases_but_not_backoffs(store: Store) -> None:
+    """The leases an embedded server's previous process (or a restored backup) held are freed
+    at start; a row waiting out a failure's backoff keeps waiting."""
+    with store.write() as conn:
+        for doc_id in ("leased", "failing"):
+            store.keyword.upsert(conn, _doc(doc_id))
+    with store.write() as conn:
+        claimed = derive.claim(conn, "vector", 10, lease_seconds=120)
+        failing = [c for c in claimed if c.doc_id == "failing"]
+        derive.failed(conn, "vector", failing, "ConnectionError: chroma down", retry_in=300)
+        assert derive.claim(conn, "vector", 10, lease_seconds=120) == []  # all held
+    with store.write() as conn:
+        assert derive.release_claims(conn) >= 1
+    with store.write() as conn:
+        again = derive.claim(conn, "vector", 10, lease_seconds=120)
+    assert [c.doc_id for c in again] == ["leased"]
+
+
 def test_enqueue_all_backfills_one_target_without_duplicates(store: Store) -> None:
     with store.write() as conn:
         for i in range(5):
