@@ -105,6 +105,16 @@ def assert_stored_exactly_once(conn: Any, accepted: list[str]) -> None:
     assert conn.execute(select(func.count()).select_from(capture_inbox)).scalar_one() == 0
 
 
+def assert_cluster_stored_exactly_once(cluster: Cluster, accepted: list[str]) -> None:
+    """``assert_stored_exactly_once`` on a cluster's own store."""
+    store = cluster.store()
+    try:
+        with store.read() as conn:
+            assert_stored_exactly_once(conn, accepted)
+    finally:
+        store.close()
+
+
 def count_rows(store: Store, table: Any) -> int:
     with store.read() as conn:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())

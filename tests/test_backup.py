@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from engram.schema import event_ledger
-from tests.support import Cluster, assert_stored_exactly_once, observe_body, wait_for
+from tests.support import Cluster, assert_cluster_stored_exactly_once, observe_body, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -87,12 +87,7 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
             return not (counts["pending"] or counts["processing"] or counts["retrying"])
 
         wait_for(drained, 120, message="the copy's waiting events processed")
-        store = restored.store()
-        try:
-            with store.read() as conn:
-                assert_stored_exactly_once(conn, in_copy)
-        finally:
-            store.close()
+        assert_cluster_stored_exactly_once(restored, in_copy)
         # the vectors are not in the copy (docs: remove <data dir>/chroma): rebuilt from the
         # restored store in the background, then semantic search answers from them
         wait_for(
@@ -116,11 +111,6 @@ def test_online_backup_under_load_restores_to_exactly_what_it_had(tmp_path: Path
             assert status in (200, 201), answer
             assert (status == 200) == (answer["eventId"] in set(in_copy))
         wait_for(drained, 120, message="the replay processed")
-        store = restored.store()
-        try:
-            with store.read() as conn:
-                assert_stored_exactly_once(conn, accepted)
-        finally:
-            store.close()
+        assert_cluster_stored_exactly_once(restored, accepted)
     finally:
         restored.stop_all()

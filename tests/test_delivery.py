@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import POSTGRES_URL
 from tests.support import (
     Cluster,
-    assert_stored_exactly_once,
+    assert_cluster_stored_exactly_once,
     observe_body,
     postgres_database,
     wait_for,
@@ -43,15 +43,6 @@ def drained(cluster: Cluster) -> bool:
     status, body = cluster.request("GET", "/v1/capture?limit=1")
     counts = body["counts"]
     return status == 200 and not (counts["pending"] or counts["processing"] or counts["retrying"])
-
-
-def assert_exactly_once(cluster: Cluster, accepted: list[str]) -> None:
-    store = cluster.store()
-    try:
-        with store.read() as conn:
-            assert_stored_exactly_once(conn, accepted)
-    finally:
-        store.close()
 
 
 def post_stream(
@@ -83,7 +74,7 @@ def test_embedded_server_end_to_end_and_restart(cluster: Any) -> None:
     status, found = c.request("POST", "/v1/search", {"query": "marker42x", "project": "demo"})
     assert status == 200 and found["items"]
     assert c.request("POST", "/v1/observe", observe_body("demo", "s-0", 0))[0] == 200
-    assert_exactly_once(c, accepted)
+    assert_cluster_stored_exactly_once(c, accepted)
 
 
 def test_embedded_server_killed_with_work_in_flight(cluster: Any) -> None:
@@ -96,7 +87,7 @@ def test_embedded_server_killed_with_work_in_flight(cluster: Any) -> None:
     server.kill9()
     c.serve()
     wait_for(lambda: drained(c), 60, message="restarted server to drain")
-    assert_exactly_once(c, accepted)
+    assert_cluster_stored_exactly_once(c, accepted)
 
 
 @contextlib.contextmanager
@@ -132,7 +123,7 @@ def test_distributed_worker_killed_mid_stream(cluster: Any, redis_url: str, back
         assert not producer.is_alive() and len(accepted) == 400
         c.start("worker", "--concurrency", "1", "--name", "w0b@%h")
         wait_for(lambda: drained(c), 90, message="all work to finish after the kill")
-        assert_exactly_once(c, accepted)
+        assert_cluster_stored_exactly_once(c, accepted)
         status, found = c.request("POST", "/v1/search", {"query": "marker399x", "project": "dist"})
         assert status == 200 and found["items"]
 
@@ -150,7 +141,7 @@ def test_distributed_broker_state_lost_sweeper_recovers(cluster: Any, redis_url:
     c.start("worker", "--concurrency", "2")
     c.start("beat")
     wait_for(lambda: drained(c), 60, message="sweeper to recover the flushed tasks")
-    assert_exactly_once(c, accepted)
+    assert_cluster_stored_exactly_once(c, accepted)
     status, report = c.request("GET", "/v1/status")
     assert report["ok"], report["problems"]
 
