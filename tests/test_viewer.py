@@ -304,7 +304,8 @@ def test_an_event_written_through_one_replica_reaches_another(store: Store) -> N
         here.poll(), there.poll()
         with other.write() as conn:
             activity.record(conn, "session.started", id="from-replica-b")
-        seen = [e for e in _events(here, None, seconds=0.8) if e is not None and e.id]
+        # a window long enough for the reader thread under a loaded machine (0.8 s was not)
+        seen = [e for e in _events(here, None, seconds=3.0) if e is not None and e.id]
         assert [e.data["id"] for e in seen] == ["from-replica-b"]
         here.close(), there.close()
     finally:
