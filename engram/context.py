@@ -100,6 +100,7 @@ def build(
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
+    session_support: float = search.SESSION_SUPPORT,
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
@@ -129,6 +130,7 @@ def build(
                 weights=weights,
                 rrf_k=rrf_k,
                 fusion=fusion,
+                session_support=session_support,
                 sure_first=False,  # a budget of several hits: see search.LEAD_FULL
             )["items"]
         )
@@ -202,6 +204,7 @@ def for_prompt(
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
+    session_support: float = search.SESSION_SUPPORT,
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
     relevance bar (two search streams agree on it and it shares the prompt's specific words,
@@ -223,6 +226,7 @@ def for_prompt(
             weights=weights,
             rrf_k=rrf_k,
             fusion=fusion,
+            session_support=session_support,
             sure_first=False,
         )["items"]
         if h.get("sessionId") != session_id

@@ -77,6 +77,15 @@ the bonus displaced the hits both streams agree on (coding-context blocks 0.85 -
 no change at 1,000 and 2,000 tokens or from the prompt hook)."""
 
 
+SESSION_SUPPORT: float = settings.default("ENGRAM_SESSION_SUPPORT")
+"""Each fused hit gains this share of what its session's best ``SESSION_TOP`` hits scored (its
+own included): a hit whose session several hits match is likelier the answer than a lone match
+elsewhere. Measured (docs/benchmarks.md, "Session support"): LoCoMo turn recall@10 64.3 -> 71.0
+and MRR .460 -> .478 at 0.3."""
+SESSION_TOP = 2
+"""Hits of a session that make its support: 2 measured as well as 3 and better than 5 (a long
+session's many weak matches should not outweigh a short one's two strong ones)."""
+
 RERANK_DEPTH: int = settings.default("ENGRAM_RERANK_DEPTH")
 RERANK_CHARS = 2000
 """A passage's characters the reranker reads: its 256 tokens hold ~1,000-1,500 of them."""
@@ -112,6 +121,7 @@ def fuse(
     k: int = RRF_K,
     method: str | None = None,
     sure_first: bool = True,
+    session_support: float = SESSION_SUPPORT,
 ) -> list[tuple[KeywordHit, dict[str, int]]]:
     """The streams that answered, fused (``method``: ``score`` or ``rrf``, the server's
     ``ENGRAM_FUSION`` when not given); each hit with its rank in every stream that ranked it.
@@ -124,8 +134,9 @@ def fuse(
     scaled by ``RANK_SHARE`` (what several streams agree on rises; it orders everything below
     every stream's depth); with ``sure_first``, a stream in ``LEAD_BONUS`` whose first hit
     leads its second adds a share of its weight to that hit, unless another is as sure of a
-    different one; ties go to the better best rank, then the earlier stream.
-    Weights are renormalised over the streams that answered."""
+    different one. Then every hit with a session gains ``session_support`` times the sum of its
+    session's best ``SESSION_TOP`` fused scores. Ties go to the better best rank, then the
+    earlier stream. Weights are renormalised over the streams that answered."""
     method = method or FUSION
     if method not in FUSIONS:
         raise ValueError(f"unknown fusion {method!r}; choose from {', '.join(FUSIONS)}")
@@ -160,10 +171,29 @@ def fuse(
         # another stream sure of a different first hit takes the bonus back
         doubt = max((o[1] for other, o in sure.items() if other != name and o[0] != top), default=0)
         scores[top] += LEAD_BONUS[name] * weight * lead * (1.0 - doubt)
+    if session_support > 0:
+        _support_sessions(scores, hits_by_id, session_support)
     ordered = sorted(scores, key=lambda d: (-scores[d], best[d]))
     if limit is not None:
         ordered = ordered[:limit]
     return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
+
+
+def _support_sessions(
+    scores: dict[str, float], hits: Mapping[str, KeywordHit], share: float
+) -> None:
+    """Add to each hit ``share`` of the sum of its session's best ``SESSION_TOP`` scores (as
+    they were before any support)."""
+    best: dict[str, list[float]] = {}
+    for doc_id, value in scores.items():
+        session = hits[doc_id].session_id
+        if session is not None:
+            best.setdefault(session, []).append(value)
+    support = {s: sum(sorted(v, reverse=True)[:SESSION_TOP]) for s, v in best.items()}
+    for doc_id in scores:
+        session = hits[doc_id].session_id
+        if session is not None:
+            scores[doc_id] += share * support[session]
 
 
 def _lead(hits: Sequence[KeywordHit]) -> float:
@@ -227,6 +257,7 @@ def search(
     rerank_depth: int = RERANK_DEPTH,
     window: Window | None = None,
     sure_first: bool = True,
+    session_support: float = SESSION_SUPPORT,
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
     ranks, so the page is the best inside the window, not the window's share of the best)."""
@@ -284,7 +315,15 @@ def search(
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
-        fused = fuse(rankings, weights, k=rrf_k, method=fusion, sure_first=sure_first)
+        fused = fuse(
+            rankings,
+            weights,
+            k=rrf_k,
+            method=fusion,
+            sure_first=sure_first,
+            # one stream's own order stays its own (keyword and semantic are the "parts")
+            session_support=session_support if len(preset.streams) > 1 else 0.0,
+        )
         ordered = [hit for hit, _ in fused]
         rank_of = {hit.doc_id: dict(ranks) for hit, ranks in fused}
         head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []

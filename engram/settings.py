@@ -509,6 +509,15 @@ SETTINGS: tuple[Spec, ...] = (
         "trusts each stream's top ranks more.",
     ),
     Spec(
+        "ENGRAM_SESSION_SUPPORT",
+        "session_support",
+        _non_negative_float,
+        0.3,
+        "Hybrid search: each hit gains this share of its session's two best fused scores, so "
+        "a session several hits match ranks its hits above a lone match elsewhere. 0 turns it "
+        "off. Measured best: 0.3 (docs/benchmarks.md).",
+    ),
+    Spec(
         "ENGRAM_RERANKER",
         "reranker",
         _one_of(("off", "local", "http")),
@@ -882,6 +891,7 @@ class Settings:
     search_weights: tuple[tuple[str, float], ...]
     fusion: str
     rrf_k: int
+    session_support: float
     reranker: str
     rerank_depth: int
     reranker_url: str

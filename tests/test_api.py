@@ -621,6 +621,31 @@ def test_search_diversifies_at_most_three_per_session(api: Api, project: str) ->
     assert sessions.count("s-many") == 3 and "s-one" in sessions
 
 
+def test_hybrid_search_ranks_a_matching_session_above_a_lone_match(api: Api, project: str) -> None:
+    """Session support: of two hits with the same text (BM25 scores the lone one a little
+    higher: its indexed document is shorter), the one whose session another hit also matches
+    ranks first in hybrid search; keyword mode (one stream) keeps BM25's own order."""
+    text = "checkout webhook signature verifier rejected the payload"
+    api.post("/v1/observe", observe_body(project, "s-lone", 1, toolOutput=text))
+    api.post("/v1/observe", observe_body(project, "s-topic", 1, toolOutput=text))
+    other = "webhook verifier fixed: secret rotated"
+    api.post("/v1/observe", observe_body(project, "s-topic", 2, toolOutput=other))
+    api.wait_drained()
+    query = {"query": "checkout webhook signature verifier", "project": project}
+
+    def search(mode: str) -> list[dict[str, Any]]:
+        status, body = api.post("/v1/search", {**query, "mode": mode})
+        assert status == 200, body
+        return list(body["items"])
+
+    keyword = search("keyword")
+    assert [h["sessionId"] for h in keyword] == ["s-lone", "s-topic", "s-topic"]
+    assert keyword[0]["text"] == keyword[1]["text"]
+    hybrid = search("hybrid")
+    assert [h["sessionId"] for h in hybrid] == ["s-topic", "s-lone", "s-topic"]
+    assert hybrid[0]["score"] > hybrid[1]["score"]
+
+
 def test_context_fits_the_budget_and_never_cuts_an_item(api: Api, project: str) -> None:
     for n in range(30):
         api.post(

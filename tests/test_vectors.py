@@ -346,6 +346,32 @@ def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPat
     assert search._lead(scored(("x", -1.0), ("y", -2.0))) == 0.0  # nor a score below zero
 
 
+def test_session_support_lifts_a_hit_by_its_sessions_best_hits() -> None:
+    """Each hit gains ``session_support`` times the sum of its session's two best fused scores
+    (its own included, taken before any support); a hit without a session gains nothing."""
+
+    def hit(doc_id: str, session: str | None) -> KeywordHit:
+        return KeywordHit(doc_id=doc_id, kind="observation", session_id=session, score=0.0)
+
+    ranking = [hit("lone", "s1"), hit("a", "s2"), hit("b", "s2"), hit("free", None)]
+    ranking += [hit(f"w{n}", "s3") for n in range(4)]
+    streams = {"bm25": ranking}
+    plain = search.fuse(streams, {"bm25": 1.0}, k=5, method="rrf", session_support=0)
+    assert [h.doc_id for h, _ in plain][:3] == ["lone", "a", "b"]
+    base = {h.doc_id: h.score for h, _ in plain}
+    fused = search.fuse(streams, {"bm25": 1.0}, k=5, method="rrf", session_support=0.3)
+    score = {h.doc_id: h.score for h, _ in fused}
+    s2 = base["a"] + base["b"]
+    assert abs(score["a"] - (base["a"] + 0.3 * s2)) < 1e-12
+    assert abs(score["b"] - (base["b"] + 0.3 * s2)) < 1e-12
+    assert abs(score["lone"] - 1.3 * base["lone"]) < 1e-12
+    assert score["free"] == base["free"]
+    # only a session's best two count: s3's four weak hits add two of them, not four
+    s3 = base["w0"] + base["w1"]
+    assert abs(score["w3"] - (base["w3"] + 0.3 * s3)) < 1e-12
+    assert [h.doc_id for h, _ in fused][:2] == ["a", "lone"]
+
+
 def test_score_fusion_of_one_stream_keeps_its_order_below_the_depth() -> None:
     """Below a stream's 20th hit every scaled score is 0: the RRF term keeps its order."""
     hits = scored(*((f"d{n:02}", 100.0 - n) for n in range(45)))

@@ -53,6 +53,7 @@ def search_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
+            session_support=settings().session_support,
             fusion=settings().fusion,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
@@ -117,6 +118,7 @@ def context_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
+            session_support=settings().session_support,
             fusion=settings().fusion,
         )
     )
@@ -152,5 +154,6 @@ def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> 
         vectors=vectors(),
         weights=dict(settings().search_weights),
         rrf_k=settings().rrf_k,
+        session_support=settings().session_support,
         fusion=settings().fusion,
     )

@@ -55,6 +55,8 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--graph-weight must be >= 0")
     if args.fusion_depth < 1:
         return _fail("--fusion-depth must be at least 1")
+    if args.session_support < 0:
+        return _fail("--session-support must be >= 0")
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
     if args.rerank_depth < 1:
@@ -80,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
         rrf_k=args.rrf_k,
         graph_weight=args.graph_weight,
         fusion=args.fusion,
+        session_support=args.session_support,
         embedder=embedder,
         reranker=reranker,
         rerank_depth=args.rerank_depth,
@@ -121,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
             "fusionDepth": args.fusion_depth,
             "rrfK": args.rrf_k,
             "fusion": args.fusion,
+            "sessionSupport": args.session_support,
             "reranker": args.reranker,
             "rerankDepth": args.rerank_depth if reranker is not None else None,
             "graphWeight": args.graph_weight,
@@ -167,6 +171,7 @@ def _context(args: argparse.Namespace) -> int:
         search = {
             "ENGRAM_FUSION": args.fusion,
             "ENGRAM_RRF_K": str(args.rrf_k),
+            "ENGRAM_SESSION_SUPPORT": str(args.session_support),
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
         }

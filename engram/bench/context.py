@@ -303,6 +303,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
+                    session_support=settings.session_support,
                     fusion=settings.fusion,
                 )
             else:
@@ -315,6 +316,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
+                    session_support=settings.session_support,
                     fusion=settings.fusion,
                 )
             cell.seconds.append(time.perf_counter() - started)
@@ -498,6 +500,7 @@ def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) 
                 vectors=vectors,
                 weights=dict(settings.search_weights),
                 rrf_k=settings.rrf_k,
+                session_support=settings.session_support,
                 fusion=settings.fusion,
             )
             if block["tokens"]:

@@ -44,6 +44,13 @@ class Doc:
     unit_id: str  # what this document counts as when scoring (session or turn id)
     haystack: str
     text: str
+    session_id: str = ""  # the conversation session a turn belongs to; "" = the unit itself
+
+    @property
+    def session(self) -> str:
+        """The session the server would file this document under (search's session support
+        ranks a hit by its session's other hits, as it does for observations)."""
+        return self.session_id or self.unit_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +100,9 @@ def _group(
             continue
         for turn in kept:
             unit = session_id if level == "session" else turn.turn_id
-            docs.append(Doc(f"{haystack}/{s_index}/{turn.turn_id}", unit, haystack, turn.text))
+            docs.append(
+                Doc(f"{haystack}/{s_index}/{turn.turn_id}", unit, haystack, turn.text, session_id)
+            )
     return docs
 
 

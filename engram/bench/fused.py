@@ -15,7 +15,7 @@ from typing import Any
 
 from engram.bench.datasets import Doc
 from engram.bench.retrievers import Bm25Retriever, RetrieverOptions, register
-from engram.bench.vectors import VectorRetriever, scored_hits
+from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
 
 
@@ -92,11 +92,18 @@ class HybridGraphRetriever:
         depth = max(limit, self.options.fusion_depth)
         rankings: dict[str, Any] = {
             "bm25": self.streams.hits(query, haystack, depth),
-            "vector": scored_hits(self.vector.scored(query, haystack, depth)),
+            "vector": self.vector.hits(query, haystack, depth),
             "graph": self.streams.graph_hits(query, haystack, depth),
         }
         options = self.options
-        fused = fuse(rankings, self.weights, limit, k=options.rrf_k, method=options.fusion)
+        fused = fuse(
+            rankings,
+            self.weights,
+            limit,
+            k=options.rrf_k,
+            method=options.fusion,
+            session_support=options.session_support,
+        )
         return [hit.doc_id for hit, _ in fused]
 
     def close(self) -> None:

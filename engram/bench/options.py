@@ -11,6 +11,7 @@ SERVER_WEIGHTS = dict(default("ENGRAM_SEARCH_WEIGHTS"))
 run without options measures what `engram serve` does."""
 SERVER_RRF_K = default("ENGRAM_RRF_K")
 SERVER_FUSION = default("ENGRAM_FUSION")
+SERVER_SESSION_SUPPORT = default("ENGRAM_SESSION_SUPPORT")
 
 DATASETS = (
     "longmemeval-s",
@@ -173,6 +174,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="hybrid with --reranker: fused hits the reranker reads (default 20, the server's "
         "ENGRAM_RERANK_DEPTH)",
+    )
+    parser.add_argument(
+        "--session-support",
+        type=float,
+        default=SERVER_SESSION_SUPPORT,
+        metavar="SHARE",
+        help=f"hybrid: the share of its session's two best fused scores each hit gains "
+        f"(default {SERVER_SESSION_SUPPORT}, the server's ENGRAM_SESSION_SUPPORT; 0 = off)",
     )
     parser.add_argument(
         "--rrf-k",

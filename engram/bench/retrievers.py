@@ -18,8 +18,13 @@ from typing import Any, Protocol
 
 from engram.analysis import STOP_WORDS
 from engram.bench.datasets import Doc
-from engram.bench.options import SERVER_FUSION, SERVER_RRF_K, SERVER_WEIGHTS
-from engram.bench.vectors import VectorRetriever, scored_hits
+from engram.bench.options import (
+    SERVER_FUSION,
+    SERVER_RRF_K,
+    SERVER_SESSION_SUPPORT,
+    SERVER_WEIGHTS,
+)
+from engram.bench.vectors import VectorRetriever
 
 
 class Retriever(Protocol):
@@ -50,6 +55,7 @@ class RetrieverOptions:
     rrf_k: int = SERVER_RRF_K  # RRF's rank offset; smaller trusts the top ranks more
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
+    session_support: float = SERVER_SESSION_SUPPORT  # hybrid: a hit gains this of its session
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
@@ -144,7 +150,7 @@ class Bm25Retriever:
                         project=doc.haystack,
                         body=doc.text,
                         created_at=0.0,
-                        session_id=doc.unit_id,
+                        session_id=doc.session,
                     ),
                 )
 
@@ -210,12 +216,19 @@ class HybridRetriever:
         depth = max(limit, self.options.fusion_depth)
         rankings = {
             "bm25": self.bm25.hits(query, haystack, depth),
-            "vector": scored_hits(self.vector.scored(query, haystack, depth)),
+            "vector": self.vector.hits(query, haystack, depth),
         }
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
         reranking = self.options.reranker is not None
         depth = max(limit, self.options.rerank_depth) if reranking else limit
-        fused = fuse(rankings, weights, depth, k=self.options.rrf_k, method=self.options.fusion)
+        fused = fuse(
+            rankings,
+            weights,
+            depth,
+            k=self.options.rrf_k,
+            method=self.options.fusion,
+            session_support=self.options.session_support,
+        )
         ordered = [hit for hit, _ in fused]
         if reranking:
             head = [{"id": h.doc_id, "text": self._texts[h.doc_id]} for h in ordered[:depth]]

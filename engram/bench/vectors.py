@@ -202,6 +202,7 @@ class VectorRetriever:
         self.progress = progress
         self._vectors: dict[bytes, Any] = {}
         self._ids: dict[str, list[str]] = defaultdict(list)
+        self._session: dict[str, str] = {}
         self._keys: dict[str, list[bytes]] = defaultdict(list)
         self._matrix: dict[str, Any] = {}
         self.embed_seconds = 0.0
@@ -234,6 +235,7 @@ class VectorRetriever:
         self._vectors_of([d.text for d in docs])
         for doc in docs:
             self._ids[doc.haystack].append(doc.doc_id)
+            self._session[doc.doc_id] = doc.session
             self._keys[doc.haystack].append(text_key(doc.text))
             self._matrix.pop(doc.haystack, None)
 
@@ -265,6 +267,15 @@ class VectorRetriever:
         order = top[np.lexsort((top, -scores[top]))]
         return [(ids[i], float(scores[i])) for i in order]
 
+    def hits(self, query: str, haystack: str, limit: int) -> list[Any]:
+        """``scored`` as the hits ``engram.search.fuse`` takes, each with its session."""
+        from engram.keyword import KeywordHit
+
+        return [
+            KeywordHit(doc_id=d, kind="doc", session_id=self._session.get(d), score=x)
+            for d, x in self.scored(query, haystack, limit)
+        ]
+
     def close(self) -> None:
         self._vectors.clear()
         self._matrix.clear()
@@ -286,13 +297,6 @@ def _fused(
         for i, ranking in enumerate(rankings)
     }
     return fuse(named, {f"s{i}": w for i, w in enumerate(weights)}, k=k, method="rrf")
-
-
-def scored_hits(scored: Sequence[tuple[str, float]]) -> list[Any]:
-    """(id, score) pairs as the hits ``engram.search.fuse`` takes."""
-    from engram.keyword import KeywordHit
-
-    return [KeywordHit(doc_id=d, kind="doc", session_id=None, score=x) for d, x in scored]
 
 
 def rrf_scores(
