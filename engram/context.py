@@ -100,7 +100,7 @@ def build(
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
-    session_support: float = search.SESSION_SUPPORT,
+    session_support: float = search.SESSION_SUPPORT["context"],
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
@@ -204,7 +204,7 @@ def for_prompt(
     weights: Mapping[str, float] | None = None,
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
-    session_support: float = search.SESSION_SUPPORT,
+    session_support: float = search.SESSION_SUPPORT["context"],
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
     relevance bar (two search streams agree on it and it shares the prompt's specific words,

@@ -77,11 +77,14 @@ the bonus displaced the hits both streams agree on (coding-context blocks 0.85 -
 no change at 1,000 and 2,000 tokens or from the prompt hook)."""
 
 
-SESSION_SUPPORT: float = settings.default("ENGRAM_SESSION_SUPPORT")
-"""Each fused hit gains this share of what its session's best ``SESSION_TOP`` hits scored (its
-own included): a hit whose session several hits match is likelier the answer than a lone match
-elsewhere. Measured (docs/benchmarks.md, "Session support"): LoCoMo turn recall@10 64.3 -> 71.0
-and MRR .460 -> .478 at 0.3."""
+SESSION_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_SESSION_SUPPORT"))
+"""Per caller (``search``, ``context``): each fused hit gains this share of what its session's
+best ``SESSION_TOP`` hits scored (its own included), so a hit whose session several hits match
+outranks a lone match elsewhere. Measured (docs/benchmarks.md, "Session support"): at 0.3,
+LoCoMo turn recall@10 64.3 -> 71.0 and the coding-context blocks gain, but on LongMemEval-S
+turns, whose multi-session answers sit one turn in each of several sessions, it fills the top
+with one session (multi-session recall_all@5 55 -> 43): ranked search leaves it off, the
+context builder (which fills a budget from the best hits' sessions anyway) uses it."""
 SESSION_TOP = 2
 """Hits of a session that make its support: 2 measured as well as 3 and better than 5 (a long
 session's many weak matches should not outweigh a short one's two strong ones)."""
@@ -121,7 +124,7 @@ def fuse(
     k: int = RRF_K,
     method: str | None = None,
     sure_first: bool = True,
-    session_support: float = SESSION_SUPPORT,
+    session_support: float = 0.0,
 ) -> list[tuple[KeywordHit, dict[str, int]]]:
     """The streams that answered, fused (``method``: ``score`` or ``rrf``, the server's
     ``ENGRAM_FUSION`` when not given); each hit with its rank in every stream that ranked it.
@@ -257,7 +260,7 @@ def search(
     rerank_depth: int = RERANK_DEPTH,
     window: Window | None = None,
     sure_first: bool = True,
-    session_support: float = SESSION_SUPPORT,
+    session_support: float = SESSION_SUPPORT["search"],
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
     ranks, so the page is the best inside the window, not the window's share of the best)."""

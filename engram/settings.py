@@ -117,6 +117,33 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
     return tuple(weights.items())
 
 
+SUPPORTED_CALLERS = ("search", "context")
+"""What ``ENGRAM_SESSION_SUPPORT`` is set for: ranked search, and the context block and hook."""
+
+
+def _session_support(raw: str) -> tuple[tuple[str, float], ...]:
+    """``search=share,context=share`` (each a number >= 0), or one number for both."""
+    try:
+        both = float(raw)
+    except ValueError:
+        pass
+    else:
+        raw = ",".join(f"{caller}={both}" for caller in SUPPORTED_CALLERS)
+    shares: dict[str, float] = {}
+    for part in raw.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name.strip() not in SUPPORTED_CALLERS:
+            raise ValueError(f"expected a number or search=share,context=share, got {raw!r}")
+        try:
+            share = float(value)
+        except ValueError:
+            share = math.nan
+        if not (math.isfinite(share) and share >= 0):
+            raise ValueError(f"share of {name.strip()} must be a number >= 0, got {value!r}")
+        shares[name.strip()] = share
+    return tuple((caller, shares.get(caller, 0.0)) for caller in SUPPORTED_CALLERS)
+
+
 def _llm_providers(raw: str) -> tuple[str, ...]:
     """Comma-separated providers in fallback order; empty or ``none``: no LLM."""
     names = tuple(name.lower() for name in _list(raw))
@@ -511,11 +538,15 @@ SETTINGS: tuple[Spec, ...] = (
     Spec(
         "ENGRAM_SESSION_SUPPORT",
         "session_support",
-        _non_negative_float,
-        0.3,
-        "Hybrid search: each hit gains this share of its session's two best fused scores, so "
-        "a session several hits match ranks its hits above a lone match elsewhere. 0 turns it "
-        "off. Measured best: 0.3 (docs/benchmarks.md).",
+        _session_support,
+        "search=0,context=0.3",
+        "Hybrid search: each hit gains this share of its session's two best fused scores, so a "
+        "session several hits match lifts its hits above a lone match elsewhere. Set for ranked "
+        "search (POST /v1/search, MCP) and for the context block and prompt hook; one number "
+        'sets both, 0 is off. Measured (docs/benchmarks.md, "Session support"): it lifts '
+        "conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 71.0) but concentrates "
+        "a ranking on one session where the answer spans several (LongMemEval-S multi-session "
+        "recall_all@5 55 -> 43), so ranked search leaves it off.",
     ),
     Spec(
         "ENGRAM_RERANKER",
@@ -891,7 +922,7 @@ class Settings:
     search_weights: tuple[tuple[str, float], ...]
     fusion: str
     rrf_k: int
-    session_support: float
+    session_support: tuple[tuple[str, float], ...]
     reranker: str
     rerank_depth: int
     reranker_url: str

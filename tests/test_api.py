@@ -621,29 +621,33 @@ def test_search_diversifies_at_most_three_per_session(api: Api, project: str) ->
     assert sessions.count("s-many") == 3 and "s-one" in sessions
 
 
-def test_hybrid_search_ranks_a_matching_session_above_a_lone_match(api: Api, project: str) -> None:
-    """Session support: of two hits with the same text (BM25 scores the lone one a little
-    higher: its indexed document is shorter), the one whose session another hit also matches
-    ranks first in hybrid search; keyword mode (one stream) keeps BM25's own order."""
+def test_session_support_ranks_a_matching_session_above_a_lone_match(
+    api: Api, project: str
+) -> None:
+    """Two hits with the same text (BM25 scores the lone one a little higher: its indexed
+    document is shorter): with session support the one whose session another hit also matches
+    ranks first; without it (ranked search's default, and keyword mode always) BM25's order
+    stands."""
+    from engram import search
+    from engram.scope import Scope
+
     text = "checkout webhook signature verifier rejected the payload"
     api.post("/v1/observe", observe_body(project, "s-lone", 1, toolOutput=text))
     api.post("/v1/observe", observe_body(project, "s-topic", 1, toolOutput=text))
     other = "webhook verifier fixed: secret rotated"
     api.post("/v1/observe", observe_body(project, "s-topic", 2, toolOutput=other))
     api.wait_drained()
-    query = {"query": "checkout webhook signature verifier", "project": project}
+    query = "checkout webhook signature verifier"
 
-    def search(mode: str) -> list[dict[str, Any]]:
-        status, body = api.post("/v1/search", {**query, "mode": mode})
-        assert status == 200, body
-        return list(body["items"])
+    def sessions(mode: str, support: float) -> list[str]:
+        found = search.search(api.store, query, Scope(project), mode=mode, session_support=support)
+        return [hit["sessionId"] for hit in found["items"]]
 
-    keyword = search("keyword")
-    assert [h["sessionId"] for h in keyword] == ["s-lone", "s-topic", "s-topic"]
-    assert keyword[0]["text"] == keyword[1]["text"]
-    hybrid = search("hybrid")
-    assert [h["sessionId"] for h in hybrid] == ["s-topic", "s-lone", "s-topic"]
-    assert hybrid[0]["score"] > hybrid[1]["score"]
+    assert sessions("keyword", 0.3) == ["s-lone", "s-topic", "s-topic"]
+    assert sessions("hybrid", 0.0) == ["s-lone", "s-topic", "s-topic"]
+    assert sessions("hybrid", 0.3) == ["s-topic", "s-lone", "s-topic"]
+    status, body = api.post("/v1/search", {"query": query, "project": project})
+    assert status == 200 and [h["sessionId"] for h in body["items"]][0] == "s-lone"
 
 
 def test_context_fits_the_budget_and_never_cuts_an_item(api: Api, project: str) -> None:

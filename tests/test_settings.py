@@ -45,6 +45,10 @@ def test_precedence_default_file_env_override(tmp_path: Path) -> None:
         ("ENGRAM_SEARCH_WEIGHTS", "keyword=1"),
         ("ENGRAM_SEARCH_WEIGHTS", "bm25"),
         ("ENGRAM_RRF_K", "-5"),
+        ("ENGRAM_SESSION_SUPPORT", "lots"),
+        ("ENGRAM_SESSION_SUPPORT", "search=-0.1"),
+        ("ENGRAM_SESSION_SUPPORT", "search=inf"),
+        ("ENGRAM_SESSION_SUPPORT", "hook=0.3"),
         ("ENGRAM_LOCAL_MODEL", "bge"),
     ],
 )
@@ -109,6 +113,12 @@ def test_fusion_settings_parse(tmp_path: Path) -> None:
     assert dict(default.search_weights) == {"bm25": 1.0, "vector": 1.3, "graph": 0.15}
     assert default.fusion == "score"
     assert load_settings(environ={"ENGRAM_FUSION": "RRF"}).fusion == "rrf"
+    # session support: ranked search off, the context builder on; one number sets both
+    assert dict(default.session_support) == {"search": 0.0, "context": 0.3}
+    both = load_settings(environ={"ENGRAM_SESSION_SUPPORT": "0.2"})
+    assert dict(both.session_support) == {"search": 0.2, "context": 0.2}
+    one = load_settings(environ={"ENGRAM_SESSION_SUPPORT": " context=0.5 "})
+    assert dict(one.session_support) == {"search": 0.0, "context": 0.5}
     with pytest.raises(SettingsError, match="ENGRAM_FUSION"):
         load_settings(environ={"ENGRAM_FUSION": "borda"})
 

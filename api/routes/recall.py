@@ -53,7 +53,7 @@ def search_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
-            session_support=settings().session_support,
+            session_support=dict(settings().session_support)["search"],
             fusion=settings().fusion,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
@@ -118,7 +118,7 @@ def context_() -> Any:
             vectors=vectors(),
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
-            session_support=settings().session_support,
+            session_support=dict(settings().session_support)["context"],
             fusion=settings().fusion,
         )
     )
@@ -154,6 +154,6 @@ def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> 
         vectors=vectors(),
         weights=dict(settings().search_weights),
         rrf_k=settings().rrf_k,
-        session_support=settings().session_support,
+        session_support=dict(settings().session_support)["context"],
         fusion=settings().fusion,
     )

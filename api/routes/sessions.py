@@ -75,7 +75,7 @@ def start() -> Any:
         vectors=vectors(),
         weights=dict(settings().search_weights),
         rrf_k=settings().rrf_k,
-        session_support=settings().session_support,
+        session_support=dict(settings().session_support)["context"],
         fusion=settings().fusion,
     )
     return jsonify({"session": session, **block}), 201 if created else 200

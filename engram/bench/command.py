@@ -12,7 +12,7 @@ from typing import Any
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load
-from engram.bench.options import CONTEXT_DATASETS, CONTEXT_ONLY
+from engram.bench.options import CONTEXT_DATASETS, CONTEXT_ONLY, SERVER_SESSION_SUPPORT
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
 from engram.embedders.base import EmbedderError
@@ -55,8 +55,11 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--graph-weight must be >= 0")
     if args.fusion_depth < 1:
         return _fail("--fusion-depth must be at least 1")
-    if args.session_support < 0:
+    if args.session_support is not None and args.session_support < 0:
         return _fail("--session-support must be >= 0")
+    support = (
+        SERVER_SESSION_SUPPORT["search"] if args.session_support is None else args.session_support
+    )
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
     if args.rerank_depth < 1:
@@ -82,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         rrf_k=args.rrf_k,
         graph_weight=args.graph_weight,
         fusion=args.fusion,
-        session_support=args.session_support,
+        session_support=support,
         embedder=embedder,
         reranker=reranker,
         rerank_depth=args.rerank_depth,
@@ -124,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
             "fusionDepth": args.fusion_depth,
             "rrfK": args.rrf_k,
             "fusion": args.fusion,
-            "sessionSupport": args.session_support,
+            "sessionSupport": support,
             "reranker": args.reranker,
             "rerankDepth": args.rerank_depth if reranker is not None else None,
             "graphWeight": args.graph_weight,
@@ -168,10 +171,16 @@ def _context(args: argparse.Namespace) -> int:
             data = context.load_longmemeval(path, args.limit if args.limit else 30)
         elif args.dataset == "locomo":
             data = context.load_locomo(data_dir / "locomo" / "locomo10.json", args.limit or 200)
+        context_support = (
+            SERVER_SESSION_SUPPORT["context"]
+            if args.session_support is None
+            else args.session_support
+        )
         search = {
             "ENGRAM_FUSION": args.fusion,
             "ENGRAM_RRF_K": str(args.rrf_k),
-            "ENGRAM_SESSION_SUPPORT": str(args.session_support),
+            "ENGRAM_SESSION_SUPPORT": f"search={SERVER_SESSION_SUPPORT['search']},"
+            f"context={context_support}",
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
         }

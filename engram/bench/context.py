@@ -303,7 +303,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
-                    session_support=settings.session_support,
+                    session_support=dict(settings.session_support)["context"],
                     fusion=settings.fusion,
                 )
             else:
@@ -316,7 +316,7 @@ def score(
                     vectors=vectors,
                     weights=dict(settings.search_weights),
                     rrf_k=settings.rrf_k,
-                    session_support=settings.session_support,
+                    session_support=dict(settings.session_support)["context"],
                     fusion=settings.fusion,
                 )
             cell.seconds.append(time.perf_counter() - started)
@@ -500,7 +500,7 @@ def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) 
                 vectors=vectors,
                 weights=dict(settings.search_weights),
                 rrf_k=settings.rrf_k,
-                session_support=settings.session_support,
+                session_support=dict(settings.session_support)["context"],
                 fusion=settings.fusion,
             )
             if block["tokens"]:

@@ -11,7 +11,7 @@ SERVER_WEIGHTS = dict(default("ENGRAM_SEARCH_WEIGHTS"))
 run without options measures what `engram serve` does."""
 SERVER_RRF_K = default("ENGRAM_RRF_K")
 SERVER_FUSION = default("ENGRAM_FUSION")
-SERVER_SESSION_SUPPORT = default("ENGRAM_SESSION_SUPPORT")
+SERVER_SESSION_SUPPORT = dict(default("ENGRAM_SESSION_SUPPORT"))
 
 DATASETS = (
     "longmemeval-s",
@@ -178,10 +178,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session-support",
         type=float,
-        default=SERVER_SESSION_SUPPORT,
+        default=None,
         metavar="SHARE",
-        help=f"hybrid: the share of its session's two best fused scores each hit gains "
-        f"(default {SERVER_SESSION_SUPPORT}, the server's ENGRAM_SESSION_SUPPORT; 0 = off)",
+        help="hybrid: the share of its session's two best fused scores each hit gains (0 = "
+        f"off; default the server's ENGRAM_SESSION_SUPPORT: {SERVER_SESSION_SUPPORT['search']} "
+        f"for ranked runs, {SERVER_SESSION_SUPPORT['context']} with --context)",
     )
     parser.add_argument(
         "--rrf-k",

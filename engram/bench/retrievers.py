@@ -55,7 +55,7 @@ class RetrieverOptions:
     rrf_k: int = SERVER_RRF_K  # RRF's rank offset; smaller trusts the top ranks more
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
-    session_support: float = SERVER_SESSION_SUPPORT  # hybrid: a hit gains this of its session
+    session_support: float = SERVER_SESSION_SUPPORT["search"]  # hybrid: ENGRAM_SESSION_SUPPORT
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
