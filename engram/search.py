@@ -81,7 +81,7 @@ SESSION_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_SESSION_SUPPOR
 """Per caller (``search``, ``context``): each fused hit gains this share of what its session's
 best ``SESSION_TOP`` hits scored (its own included), so a hit whose session several hits match
 outranks a lone match elsewhere. Measured (docs/benchmarks.md, "Session support"): at 0.3,
-LoCoMo turn recall@10 64.3 -> 71.0 and the coding-context blocks gain, but on LongMemEval-S
+LoCoMo turn recall@10 64.3 -> 70.9 and the coding-context blocks gain, but on LongMemEval-S
 turns, whose multi-session answers sit one turn in each of several sessions, it fills the top
 with one session (multi-session recall_all@5 55 -> 43): ranked search leaves it off, the
 context builder (which fills a budget from the best hits' sessions anyway) uses it."""

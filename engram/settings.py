@@ -544,7 +544,7 @@ SETTINGS: tuple[Spec, ...] = (
         "session several hits match lifts its hits above a lone match elsewhere. Set for ranked "
         "search (POST /v1/search, MCP) and for the context block and prompt hook; one number "
         'sets both, 0 is off. Measured (docs/benchmarks.md, "Session support"): it lifts '
-        "conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 71.0) but concentrates "
+        "conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 70.9) but concentrates "
         "a ranking on one session where the answer spans several (LongMemEval-S multi-session "
         "recall_all@5 55 -> 43), so ranked search leaves it off.",
     ),
