@@ -311,6 +311,39 @@ def test_hybrid_rrf_k_and_weights_reach_the_fusion(tmp_path: Path) -> None:
         hybrid.close()
 
 
+class _ReversingReranker:
+    """Scores the passages it is given in reverse order and records how many it read."""
+
+    name = "reversing"
+
+    def __init__(self) -> None:
+        self.read: list[int] = []
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        self.read.append(len(passages))
+        return [float(i) for i in range(len(passages))]
+
+
+def test_hybrid_reranks_only_the_fused_top_rerank_depth_as_the_server_does(
+    tmp_path: Path,
+) -> None:
+    plain = HybridRetriever(tmp_path / "plain", RetrieverOptions(cache_dir=tmp_path / "cache"))
+    reranker = _ReversingReranker()
+    options = RetrieverOptions(cache_dir=tmp_path / "cache", reranker=reranker, rerank_depth=2)
+    hybrid = HybridRetriever(tmp_path / "reranked", options)
+    try:
+        plain.add(_docs())
+        hybrid.add(_docs())
+        fused = plain.search("database lunch", "a", 10)
+        reranked = hybrid.search("database lunch", "a", 10)
+    finally:
+        plain.close()
+        hybrid.close()
+    # the runner asks for 100 to score the top 10: the reranker still reads only the top 2
+    assert len(fused) == 3 and reranker.read == [2]
+    assert reranked == [fused[1], fused[0], fused[2]]
+
+
 # loaders on the real data -------------------------------------------------------------------
 
 

@@ -230,9 +230,10 @@ class HybridRetriever:
             session_support=self.options.session_support,
         )
         ordered = [hit for hit, _ in fused]
-        if reranking:
-            head = [{"id": h.doc_id, "text": self._texts[h.doc_id]} for h in ordered[:depth]]
-            ordered = rerank(self.options.reranker, query, ordered, head, depth)
+        if reranking:  # as the server: the reranker reads the fused top rerank_depth only
+            top = self.options.rerank_depth
+            head = [{"id": h.doc_id, "text": self._texts[h.doc_id]} for h in ordered[:top]]
+            ordered = rerank(self.options.reranker, query, ordered, head, top)
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:
