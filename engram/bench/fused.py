@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from engram.bench.datasets import Doc
-from engram.bench.retrievers import Bm25Retriever, RetrieverOptions, register
+from engram.bench.retrievers import (
+    Bm25Retriever,
+    RetrieverOptions,
+    fused_depth,
+    keep_texts,
+    register,
+    rerank_top,
+)
 from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
 
@@ -78,6 +85,7 @@ class HybridGraphRetriever:
             self.streams.close()
             raise
         self.vector.name = self.name
+        self._texts: dict[str, str] = {}  # for the reranker
 
     def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
         self.vector.prepare(docs, queries)
@@ -85,6 +93,7 @@ class HybridGraphRetriever:
     def add(self, docs: Sequence[Doc]) -> None:
         self.streams.add(docs)
         self.vector.add(docs)
+        keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
         from engram.search import fuse
@@ -99,12 +108,13 @@ class HybridGraphRetriever:
         fused = fuse(
             rankings,
             self.weights,
-            limit,
+            fused_depth(options, limit),
             k=options.rrf_k,
             method=options.fusion,
             session_support=options.session_support,
         )
-        return [hit.doc_id for hit, _ in fused]
+        ordered = rerank_top(options, self._texts, query, [hit for hit, _ in fused])
+        return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:
         try:

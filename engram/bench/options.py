@@ -163,16 +163,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reranker",
         choices=("off", "local"),
         default="off",
-        help="hybrid: reorder the fused top --rerank-depth with the server's reranker "
-        "(engram.search.rerank; local = ENGRAM_RERANKER=local's cross-encoder; default off, "
-        "the server's default). Meant for --level turn: it reads each document whole",
+        help="hybrid, hybrid+graph: reorder the fused top --rerank-depth with the server's "
+        "reranker (engram.search.rerank; local = ENGRAM_RERANKER=local's cross-encoder; default "
+        "off, the server's default). Meant for turns (--level turn, --session-docs best-turn): "
+        "it reads the start of each document",
     )
     parser.add_argument(
         "--rerank-depth",
         type=int,
         default=20,
         metavar="N",
-        help="hybrid with --reranker: fused hits the reranker reads (default 20, the server's "
+        help="with --reranker: fused hits the reranker reads (default 20, the server's "
         "ENGRAM_RERANK_DEPTH)",
     )
     parser.add_argument(

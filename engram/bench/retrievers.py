@@ -179,6 +179,31 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
     return VectorRetriever(workdir, options.cache_dir, options.embedder, options.progress)
 
 
+def fused_depth(options: RetrieverOptions, limit: int) -> int:
+    """Fused hits a hybrid retriever asks for: the page, or the reranker's depth when deeper."""
+    return max(limit, options.rerank_depth) if options.reranker is not None else limit
+
+
+def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[Doc]) -> None:
+    """Remember the documents' texts when a reranker will read them."""
+    if options.reranker is not None:
+        texts.update((d.doc_id, d.text) for d in docs)
+
+
+def rerank_top(
+    options: RetrieverOptions, texts: dict[str, str], query: str, ordered: list[Any]
+) -> list[Any]:
+    """``ordered`` (fused hits) with its top ``rerank_depth`` reordered by the reranker through
+    the server's ``engram.search.rerank``; as the server, it reads that many and no more."""
+    if options.reranker is None:
+        return ordered
+    from engram.search import rerank
+
+    top = options.rerank_depth
+    head = [{"id": hit.doc_id, "text": texts[hit.doc_id]} for hit in ordered[:top]]
+    return rerank(options.reranker, query, ordered, head, top)
+
+
 @register("hybrid")
 class HybridRetriever:
     """The bm25 and vector retrievers' rankings, each asked for the top ``fusion_depth`` (at
@@ -207,11 +232,10 @@ class HybridRetriever:
     def add(self, docs: Sequence[Doc]) -> None:
         self.bm25.add(docs)
         self.vector.add(docs)
-        if self.options.reranker is not None:
-            self._texts.update((d.doc_id, d.text) for d in docs)
+        keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
-        from engram.search import fuse, rerank
+        from engram.search import fuse
 
         depth = max(limit, self.options.fusion_depth)
         rankings = {
@@ -219,21 +243,15 @@ class HybridRetriever:
             "vector": self.vector.hits(query, haystack, depth),
         }
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
-        reranking = self.options.reranker is not None
-        depth = max(limit, self.options.rerank_depth) if reranking else limit
         fused = fuse(
             rankings,
             weights,
-            depth,
+            fused_depth(self.options, limit),
             k=self.options.rrf_k,
             method=self.options.fusion,
             session_support=self.options.session_support,
         )
-        ordered = [hit for hit, _ in fused]
-        if reranking:  # as the server: the reranker reads the fused top rerank_depth only
-            top = self.options.rerank_depth
-            head = [{"id": h.doc_id, "text": self._texts[h.doc_id]} for h in ordered[:top]]
-            ordered = rerank(self.options.reranker, query, ordered, head, top)
+        ordered = rerank_top(self.options, self._texts, query, [hit for hit, _ in fused])
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:
