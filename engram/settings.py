@@ -574,7 +574,7 @@ SETTINGS: tuple[Spec, ...] = (
         _positive_int,
         1,
         "Local reranker: CPU threads of one search's cross-encoder. 1 leaves the other cores "
-        "to capture; 2 makes a reranked search ~1.6x faster on 2 cores (depth 5: ~50 ms).",
+        "to capture; 2 make a reranked search up to ~1.6x faster on 2 cores (docs/benchmarks.md).",
     ),
     Spec(
         "ENGRAM_RERANKER_URL",
