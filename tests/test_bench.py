@@ -529,6 +529,8 @@ def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert "embedding 30 texts" in first.stderr and "texts/s, ETA" in first.stderr
     assert any(line.startswith("hybrid ") for line in first.stdout.splitlines())
+    # the report says how the fused retriever ranked (the server's defaults here)
+    assert "fused retrievers: score fusion, session support 0, no reranker" in first.stdout
     second = _bench(*args)
     assert second.returncode == 0 and "embedding" not in second.stderr.replace(
         "embedding/cache", ""
@@ -553,6 +555,7 @@ def test_cli_runs_coding_agent_life_and_writes_json(tmp_path: Path) -> None:
         "coding-agent-life", "--markdown", "--retrievers", "bm25", ENGRAM_BENCH_DATA=str(DATA)
     )
     assert markdown.returncode == 0 and "| bm25 |" in markdown.stdout
+    assert "fused retrievers" not in result.stdout + markdown.stdout  # nothing was fused
 
 
 def _result(name: str, mrrs: list[float]) -> RetrieverResult:

@@ -20,6 +20,8 @@ from engram.embedders.factory import local_embedder
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 REPO_ROOT = Path(__file__).resolve().parents[2]
+FUSED_RETRIEVERS = ("hybrid", "hybrid+graph")
+"""Retrievers that fuse streams (and rerank with --reranker): the report says how they ranked."""
 
 
 def default_data_dir() -> Path:
@@ -116,7 +118,10 @@ def main(args: argparse.Namespace) -> int:
                 f"[{result.name}] embedding/cache lookup took "
                 f"{result.prepare_seconds:.1f}s of {result.index_seconds:.1f}s indexing"
             )
-    print(report.render(dataset, results, args.session_docs, args.markdown))
+    notes = []
+    if any(name in FUSED_RETRIEVERS for name in names):
+        notes.append(report.fusion_note(args.fusion, support, args.reranker, args.rerank_depth))
+    print(report.render(dataset, results, args.session_docs, args.markdown, notes))
     if args.json:
         options = {
             "retrievers": names,

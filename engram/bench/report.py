@@ -174,13 +174,28 @@ def category_table(results: Sequence[RetrieverResult], markdown: bool = False) -
     return _table(headers, rows, markdown)
 
 
+def fusion_note(fusion: str, session_support: float, reranker: str, rerank_depth: int) -> str:
+    """How the fused retrievers ranked, so a printed table says what it measured."""
+    rerank = (
+        f"the fused top {rerank_depth} reranked ({reranker})"
+        if reranker != "off"
+        else "no reranker"
+    )
+    return f"fused retrievers: {fusion} fusion, session support {session_support:g}, {rerank}"
+
+
 def render(
-    dataset: Dataset, results: Sequence[RetrieverResult], session_docs: str, markdown: bool = False
+    dataset: Dataset,
+    results: Sequence[RetrieverResult],
+    session_docs: str,
+    markdown: bool = False,
+    notes: Sequence[str] = (),
 ) -> str:
     heading = f"## {title(dataset, session_docs)}" if markdown else title(dataset, session_docs)
     parts = [
         heading,
         *dataset.notes,
+        *notes,
         "recall columns in %, nDCG and MRR as fractions, latency of the search call only",
         "",
         main_table(results, markdown),
