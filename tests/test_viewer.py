@@ -302,10 +302,14 @@ def test_an_event_written_through_one_replica_reaches_another(store: Store) -> N
     try:
         here, there = Feed(store, poll_seconds=0.05), Feed(other, poll_seconds=0.05)
         here.poll(), there.poll()
+        with store.read() as conn:
+            before = activity.latest_id(conn)
         with other.write() as conn:
             activity.record(conn, "session.started", id="from-replica-b")
-        # a window long enough for the reader thread under a loaded machine (0.8 s was not)
-        seen = [e for e in _events(here, None, seconds=3.0) if e is not None and e.id]
+        # listen after the id read before the write: "from now" (None) raced the feed's own
+        # reader, which could take the event in before the listener marked what it holds as
+        # already seen (a failed CI run); a window long enough for a loaded machine
+        seen = [e for e in _events(here, before, seconds=3.0) if e is not None and e.id]
         assert [e.data["id"] for e in seen] == ["from-replica-b"]
         here.close(), there.close()
     finally:
