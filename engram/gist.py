@@ -19,7 +19,8 @@ from engram.compress import is_error_line
 OBSERVATION_CHARS = 360
 """Measured on the load benchmark's realistic corpus with MiniLM's tokenizer: 480 characters
 gave 124 tokens at the median (243 at p95: code tokenises densely), 320 gave 105 (172), and
-embedding ran ~15 vs ~22 texts/s on one core."""
+embedding ran ~15 vs ~22 texts/s on one core (before the embedder used onnxruntime's arena,
+2026-12-06, which made every length ~1.6x faster; the ratio is what chose 360)."""
 LINE_CHARS = 160
 OTHER_CHARS = 1500
 MAX_ERROR_LINES = 3
