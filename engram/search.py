@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,61 @@ Ranked search (``/v1/search``, MCP, the viewer) puts the sure hit first; the con
 does not (``sure_first=False``): a block fills a budget with several hits, and at 500 tokens
 the bonus displaced the hits both streams agree on (coding-context blocks 0.85 -> 0.80, with
 no change at 1,000 and 2,000 tokens or from the prompt hook)."""
+
+
+CONFIDENCE_FLOOR: dict[str, float] = {"vector": 0.3}
+"""``score`` fusion judges a stream's confidence by its spread relative to its best score; for
+a stream listed here, relative to at least this. A cosine near zero is not a scale: MiniLM's
+best hit for a question none of the documents answer scores ~0.2 against ~0.1 at depth 20,
+which relative to 0.2 looked as sure as a real match, and outvoted BM25's clear first hit
+("Where did I attend for my study abroad program?": BM25 11.8 against 5.7, gold first; fused
+second). Measured 0.2-0.6 (docs/benchmarks.md, "A floor under the vector stream's confidence"):
+0.3 lost the fewest cells, with LongMemEval-S session recall_all@5 92.1 -> 93.3."""
+
+ADVICE = re.compile(
+    r"\b(any (\w+ )?(tips|suggestions|advice|ideas|recommendations?|thoughts)"
+    r"|(can|could|would) you (please )?(suggest|recommend)"
+    r"|(recommend|suggest)(ions?)? (for|to) me"
+    r"|what should i|what do you think|do you think|should i)\b",
+    re.IGNORECASE,
+)
+"""A request for advice addressed to the assistant ("Can you suggest some accessories for my
+camera?", "Any tips?", "What should I serve?"). Its answer is the user's own earlier account
+of their situation or taste, worded unlike the request: the words BM25 matches ("suggest",
+"tips", "weekend") are the request's, and an MS MARCO cross-encoder reads a statement of taste
+as unrelated to a question. Matches 29 of LongMemEval-S's 30 preference questions and none of
+its 388 others, of LoCoMo's 1,986 (third-person "what did Evan suggest" is a fact), or of the
+coding sets."""
+ADVICE_BM25 = 0.5
+"""A request for advice keeps this share of BM25's weight, earns no sure-first bonus, and is
+not reranked. Measured 0-1 (docs/benchmarks.md): 0.5 was the one share where fusion lost to the
+vector stream on none of LongMemEval-S's preference runs (sessions, sessions by best turns,
+turns)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """How one query is fused: the streams' weights, whether a sure first hit earns its bonus,
+    and whether the reranker reads the fused top."""
+
+    weights: dict[str, float]
+    sure_first: bool = True
+    rerank: bool = True
+
+
+def asks_advice(query: str) -> bool:
+    return ADVICE.search(query) is not None
+
+
+def tune(query: str, weights: Mapping[str, float], sure_first: bool = True) -> Tuning:
+    """The fusion for ``query``: as given, or, for a request for advice (``ADVICE``), BM25 at
+    ``ADVICE_BM25`` of its weight, no sure-first bonus and no reranker."""
+    if not asks_advice(query):
+        return Tuning(dict(weights), sure_first, True)
+    adjusted = dict(weights)
+    if "bm25" in adjusted:
+        adjusted["bm25"] *= ADVICE_BM25
+    return Tuning(adjusted, False, False)
 
 
 SESSION_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_SESSION_SUPPORT"))
@@ -158,7 +214,7 @@ def fuse(
                 continue  # a stream listing a document twice counts its first rank
             ranks.setdefault(hit.doc_id, {})[name] = len(first) + 1
             first.append(hit)
-        scale = _scaled(first) if method == "score" else None
+        scale = _scaled(first, CONFIDENCE_FLOOR.get(name, 0.0)) if method == "score" else None
         if scale is not None and sure_first and name in LEAD_BONUS:
             sure[name] = (first[0].doc_id, min(1.0, _lead(first) / LEAD_FULL), weight)
         for rank, hit in enumerate(first, start=1):
@@ -207,16 +263,16 @@ def _lead(hits: Sequence[KeywordHit]) -> float:
     return max(0.0, (hits[0].score - hits[1].score) / hits[0].score)
 
 
-def _scaled(hits: Sequence[KeywordHit]) -> Callable[[float], float]:
+def _scaled(hits: Sequence[KeywordHit], floor: float = 0.0) -> Callable[[float], float]:
     """A stream's score as its share of [0, 1] (``fuse``'s ``score`` method), confidence
-    applied: (x - low) / (top - low), clipped, times ((top - low) / |top|) squared, where top
-    is its best score and low its score at ``SCORE_DEPTH`` (or its last)."""
+    applied: (x - low) / (top - low), clipped, times ((top - low) / max(|top|, floor)) squared,
+    where top is its best score and low its score at ``SCORE_DEPTH`` (or its last)."""
     values = [hit.score for hit in hits[:SCORE_DEPTH]]
     top, low = values[0], values[-1]
     spread = top - low
     if len(values) < MIN_SCORED or spread <= 1e-12:
         return lambda _x: 1.0 if len(values) < MIN_SCORED else 0.0
-    confidence = min(1.0, spread / (abs(top) + 1e-12)) ** 2
+    confidence = min(1.0, spread / (max(abs(top), floor) + 1e-12)) ** 2
     return lambda x: confidence * min(1.0, max(0.0, (x - low) / spread))
 
 
@@ -268,6 +324,11 @@ def search(
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
         weights = {preset.streams[0]: 1.0}
+    tuning = tune(query, weights, sure_first)
+    if len(preset.streams) > 1:
+        weights, sure_first = tuning.weights, tuning.sure_first
+    if not tuning.rerank:
+        reranker = None
     wants_vectors = (
         vectors is not None
         and vectors.enabled

@@ -145,6 +145,21 @@ def test_search_is_reranked_and_says_so(rerank_gateway: Any, fake: FakeRerank) -
     assert request["body"]["query"] == "deploy" and len(request["body"]["documents"]) == 3
 
 
+def test_a_request_for_advice_is_not_reranked(rerank_gateway: Any, fake: FakeRerank) -> None:
+    """A web-search cross-encoder reads a user's earlier statement of taste as unrelated to
+    "any tips?": such a request keeps fusion's order (``engram.search.tune``)."""
+    api = api_for(rerank_gateway)
+    _memories(api, "rr-advice")
+    fake.mode, fake.requests[:] = "ok", []
+    status, body = api.post(
+        "/v1/search",
+        {"query": "Any tips for the deploy this week?", "project": "rr-advice", "mode": "keyword"},
+    )
+    assert status == 200, body
+    assert fake.requests == [] and "reranker" not in body and "degraded" not in body
+    assert body["items"] and all("rerank" not in i["ranks"] for i in body["items"])
+
+
 def test_context_for_a_hook_never_calls_the_reranker(rerank_gateway: Any, fake: FakeRerank) -> None:
     api = api_for(rerank_gateway)
     _memories(api, "rr-context")

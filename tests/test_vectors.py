@@ -346,6 +346,64 @@ def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPat
     assert search._lead(scored(("x", -1.0), ("y", -2.0))) == 0.0  # nor a score below zero
 
 
+def test_low_cosines_do_not_make_the_vector_stream_sure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LongMemEval-S "Where did I attend for my study abroad program?" (the two streams' top 20
+    as the server ranked them): BM25's first hit, the answer, scores twice its second; the
+    vectors' best is a cosine of 0.23 for a session that does not answer. Relative to 0.23 the
+    vectors' spread looked as sure as a real match, and BM25's second, which the vectors list
+    second, passed the answer; measured against ``CONFIDENCE_FLOOR`` it does not."""
+    bm25 = scored(
+        *[("gold", 11.789), ("s0", 5.677), ("s1", 5.606), ("s2", 4.257), ("s3", 3.819)],
+        *[("s4", 3.719), ("s5", 2.691), ("s6", 2.013)],
+    )
+    vector = scored(
+        *[("s7", 0.227), ("s0", 0.162), ("s5", 0.156), ("s8", 0.101), ("s9", 0.097)],
+        *[("s10", 0.097), ("gold", 0.087), ("s11", 0.084), ("s12", 0.084), ("s13", 0.077)],
+        *[("s14", 0.063), ("s15", 0.06), ("s16", 0.054), ("s17", 0.053), ("s18", 0.053)],
+        *[("s19", 0.05), ("s20", 0.05), ("s1", 0.044), ("s21", 0.043), ("s3", 0.037)],
+    )
+    streams = {"bm25": bm25, "vector": vector}
+    weights = search.DEFAULT_WEIGHTS
+    assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][0] == "gold"
+    monkeypatch.setattr(search, "CONFIDENCE_FLOOR", {})
+    assert [hit.doc_id for hit, _ in search.fuse(streams, weights, method="score")][0] == "s0"
+    # above the floor a stream's confidence is its own spread, as before
+    high = scored(("x", 0.9), ("y", 0.5), ("z", 0.45))
+    assert search._scaled(high, 0.3)(0.9) == search._scaled(high)(0.9)
+    assert search._scaled(high)(0.9) == pytest.approx((0.45 / 0.9) ** 2)
+    assert search._scaled(vector, 0.3)(0.227) == pytest.approx(((0.227 - 0.037) / 0.3) ** 2)
+
+
+@pytest.mark.parametrize(
+    ("query", "advice"),
+    [
+        ("Can you suggest some accessories that would complement my photography setup?", True),
+        ("I've been having trouble with the battery life on my phone lately. Any tips?", True),
+        ("I've got some free time tonight, any documentary recommendations?", True),
+        ("What should I serve for dinner this weekend?", True),
+        ("I'm trying to decide whether to buy a NAS now or wait. What do you think?", True),
+        ("What did Evan suggest Sam try as a calming hobby?", False),  # a fact about others
+        ("Which async runtime does the team prefer for new code?", False),
+        ("Can you help me fix the failing login test?", False),  # a task, not advice
+        ("Where did we consolidate the retry logic?", False),
+    ],
+)
+def test_a_request_for_advice_is_fused_for_meaning(query: str, advice: bool) -> None:
+    """A request for advice is answered by what the user said of their situation, in other
+    words: BM25 keeps ``ADVICE_BM25`` of its weight, no sure-first bonus, no reranker."""
+    weights = {"bm25": 1.0, "vector": 1.3, "graph": 0.15}
+    tuning = search.tune(query, weights)
+    assert search.asks_advice(query) is advice
+    if advice:
+        assert tuning == search.Tuning(
+            {"bm25": search.ADVICE_BM25, "vector": 1.3, "graph": 0.15}, False, False
+        )
+    else:
+        assert tuning == search.Tuning(weights, True, True)
+    assert search.tune(query, weights, sure_first=False).sure_first is False
+    assert weights["bm25"] == 1.0  # the caller's weights are not changed
+
+
 def test_session_support_lifts_a_hit_by_its_sessions_best_hits() -> None:
     """Each hit gains ``session_support`` times the sum of its session's two best fused scores
     (its own included, taken before any support); a hit without a session gains nothing."""

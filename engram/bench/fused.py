@@ -96,7 +96,7 @@ class HybridGraphRetriever:
         keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
-        from engram.search import fuse
+        from engram.search import fuse, tune
 
         depth = max(limit, self.options.fusion_depth)
         rankings: dict[str, Any] = {
@@ -105,15 +105,18 @@ class HybridGraphRetriever:
             "graph": self.streams.graph_hits(query, haystack, depth),
         }
         options = self.options
+        tuning = tune(query, self.weights)
         fused = fuse(
             rankings,
-            self.weights,
+            tuning.weights,
             fused_depth(options, limit),
             k=options.rrf_k,
             method=options.fusion,
+            sure_first=tuning.sure_first,
             session_support=options.session_support,
         )
-        ordered = rerank_top(options, self._texts, query, [hit for hit, _ in fused])
+        hits = [hit for hit, _ in fused]
+        ordered = rerank_top(options, self._texts, query, hits, tuning.rerank)
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:

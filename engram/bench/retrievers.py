@@ -191,11 +191,16 @@ def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[
 
 
 def rerank_top(
-    options: RetrieverOptions, texts: dict[str, str], query: str, ordered: list[Any]
+    options: RetrieverOptions,
+    texts: dict[str, str],
+    query: str,
+    ordered: list[Any],
+    wanted: bool = True,
 ) -> list[Any]:
     """``ordered`` (fused hits) with its top ``rerank_depth`` reordered by the reranker through
-    the server's ``engram.search.rerank``; as the server, it reads that many and no more."""
-    if options.reranker is None:
+    the server's ``engram.search.rerank``; as the server, it reads that many and no more, and
+    none when the query's tuning says not to (``wanted``, ``engram.search.tune``)."""
+    if options.reranker is None or not wanted:
         return ordered
     from engram.search import rerank
 
@@ -235,23 +240,27 @@ class HybridRetriever:
         keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int) -> list[str]:
-        from engram.search import fuse
+        from engram.search import fuse, tune
 
         depth = max(limit, self.options.fusion_depth)
         rankings = {
             "bm25": self.bm25.hits(query, haystack, depth),
             "vector": self.vector.hits(query, haystack, depth),
         }
-        weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
+        tuning = tune(
+            query, {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
+        )
         fused = fuse(
             rankings,
-            weights,
+            tuning.weights,
             fused_depth(self.options, limit),
             k=self.options.rrf_k,
             method=self.options.fusion,
+            sure_first=tuning.sure_first,
             session_support=self.options.session_support,
         )
-        ordered = rerank_top(self.options, self._texts, query, [hit for hit, _ in fused])
+        hits = [hit for hit, _ in fused]
+        ordered = rerank_top(self.options, self._texts, query, hits, tuning.rerank)
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:
