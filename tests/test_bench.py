@@ -9,6 +9,7 @@ import json
 import math
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from engram.bench.datasets import (
     limit_queries,
     load,
     normalise_evidence,
+    only_categories,
 )
 from engram.bench.fused import HybridGraphRetriever
 from engram.bench.options import DATASETS
@@ -618,6 +620,24 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert rrf_k.returncode == 2 and "--rrf-k" in rrf_k.stderr
     model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
     assert model.returncode == 2 and "invalid choice" in model.stderr
+    category = _bench("coding-paraphrase", "--retrievers", "bm25", "--category", "nope")
+    assert category.returncode == 2
+    assert "no category 'nope'; its categories: fix, how, what, where, why" in category.stderr
+    context = _bench("coding-context", "--context", "--category", "how")
+    assert context.returncode == 2 and "not of --context" in context.stderr
+
+
+@needs_data
+def test_category_keeps_its_questions_and_their_haystacks() -> None:
+    dataset = load("longmemeval-s", DATA, "session", "official")
+    chosen = only_categories(dataset, ["single-session-preference", "single-session-assistant"])
+    assert Counter(q.category for q in chosen.queries) == {
+        "single-session-preference": 30,
+        "single-session-assistant": 5,
+    }
+    assert {d.haystack for d in chosen.docs} == {q.haystack for q in chosen.queries}
+    assert chosen.notes[-1].startswith("--category: only single-session-preference")
+    assert only_categories(dataset, []) is dataset
 
 
 @needs_data

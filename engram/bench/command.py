@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.bench import report
-from engram.bench.datasets import DatasetError, limit_queries, load
+from engram.bench.datasets import DatasetError, limit_queries, load, only_categories
 from engram.bench.options import CONTEXT_DATASETS, CONTEXT_ONLY, SERVER_SESSION_SUPPORT
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
@@ -97,6 +97,7 @@ def main(args: argparse.Namespace) -> int:
     _progress(f"loading {args.dataset} from {data_dir} ...")
     try:
         dataset = load(args.dataset, data_dir, args.level, args.protocol, args.session_docs)
+        dataset = only_categories(dataset, args.category)
     except DatasetError as exc:
         return _fail(str(exc))
     except (OSError, ValueError, KeyError) as exc:
@@ -126,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
         options = {
             "retrievers": names,
             "limit": args.limit,
+            "category": args.category,
             "dataDir": str(data_dir),
             "bm25Weight": args.bm25_weight,
             "vectorWeight": args.vector_weight,
@@ -161,6 +163,8 @@ def _context(args: argparse.Namespace) -> int:
         return _fail(f"{args.dataset} is a context benchmark: add --context")
     if args.limit is not None and args.limit < 1:
         return _fail("--limit must be at least 1")
+    if args.category:
+        return _fail("--category picks questions of the retrieval benchmarks, not of --context")
     try:
         budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     except ValueError:

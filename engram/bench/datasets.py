@@ -18,7 +18,7 @@ import dataclasses
 import gzip
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +344,25 @@ def load(
     if not (data_dir / relative).exists():
         raise DatasetError(f"{name} is not in {data_dir}: {relative} is missing")
     return loader(data_dir / relative, name, level, protocol, session_docs)
+
+
+def only_categories(dataset: Dataset, categories: Sequence[str]) -> Dataset:
+    """The queries of ``categories`` only, and only the documents of their haystacks; a
+    category the dataset does not have is an error that names the ones it has."""
+    if not categories:
+        return dataset
+    known = sorted({q.category for q in dataset.queries})
+    unknown = [c for c in categories if c not in known]
+    if unknown:
+        raise DatasetError(
+            f"{dataset.name} has no category {', '.join(map(repr, unknown))}; "
+            f"its categories: {', '.join(known)}"
+        )
+    queries = [q for q in dataset.queries if q.category in categories]
+    haystacks = {q.haystack for q in queries}
+    docs = [d for d in dataset.docs if d.haystack in haystacks]
+    note = f"--category: only {', '.join(categories)} ({len(queries)} questions)"
+    return dataclasses.replace(dataset, queries=queries, docs=docs, notes=[*dataset.notes, note])
 
 
 def limit_queries(dataset: Dataset, limit: int | None) -> Dataset:

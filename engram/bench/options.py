@@ -224,6 +224,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="score only the first N questions (and index only their haystacks)",
     )
     parser.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="score only the questions of this category (and index only their haystacks); "
+        "repeat for several. An unknown name lists the dataset's categories",
+    )
+    parser.add_argument(
         "--data-dir",
         metavar="DIR",
         help="benchmark data (default: ENGRAM_BENCH_DATA, else ../shared/data "
