@@ -136,13 +136,16 @@ def tune(query: str, weights: Mapping[str, float], sure_first: bool = True) -> T
 
 
 SESSION_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_SESSION_SUPPORT"))
-"""Per caller (``search``, ``context``): each fused hit gains this share of what its session's
-best ``SESSION_TOP`` hits scored (its own included), so a hit whose session several hits match
-outranks a lone match elsewhere. Measured (docs/benchmarks.md, "Session support"): at 0.3,
-LoCoMo turn recall@10 64.3 -> 70.9 and the coding-context blocks gain, but on LongMemEval-S
-turns, whose multi-session answers sit one turn in each of several sessions, it fills the top
-with one session (multi-session recall_all@5 55 -> 43): ranked search leaves it off, the
-context builder (which fills a budget from the best hits' sessions anyway) uses it."""
+"""Per caller (``search``, ``reranked``, ``context``): each fused hit gains this share of what
+its session's best ``SESSION_TOP`` hits scored (its own included), so a hit whose session
+several hits match outranks a lone match elsewhere. Measured (docs/benchmarks.md, "Session
+support"): at 0.3, LoCoMo turn recall@10 64.3 -> 70.9 and the coding-context blocks gain, but
+on LongMemEval-S turns, whose multi-session answers sit one turn in each of several sessions,
+it fills the top with one session (multi-session recall_all@5 55 -> 43): ranked search leaves
+it off, the context builder (which fills a budget from the best hits' sessions anyway) uses it.
+When the reranker reads the fused top (``reranked``) it sorts what support gathers and the
+LongMemEval-S loss is gone: 0.3 there (LoCoMo recall@10 69.2 -> 72.6, LongMemEval-S turns
+any@5 94.5 -> 95.0, sessions by best turns all@5 94.0 -> 93.3; "Requests for advice")."""
 SESSION_TOP = 2
 """Hits of a session that make its support: 2 measured as well as 3 and better than 5 (a long
 session's many weak matches should not outweigh a short one's two strong ones)."""
@@ -319,9 +322,11 @@ def search(
     window: Window | None = None,
     sure_first: bool = True,
     session_support: float = SESSION_SUPPORT["search"],
+    reranked_support: float = SESSION_SUPPORT["reranked"],
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
-    ranks, so the page is the best inside the window, not the window's share of the best)."""
+    ranks, so the page is the best inside the window, not the window's share of the best).
+    Fused with ``session_support``, or ``reranked_support`` when the reranker reads the top."""
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
@@ -331,6 +336,8 @@ def search(
         weights, sure_first = tuning.weights, tuning.sure_first
     if not tuning.rerank:
         reranker = None
+    if reranker is not None:
+        session_support = reranked_support
     wants_vectors = (
         vectors is not None
         and vectors.enabled

@@ -117,12 +117,14 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
     return tuple(weights.items())
 
 
-SUPPORTED_CALLERS = ("search", "context")
-"""What ``ENGRAM_SESSION_SUPPORT`` is set for: ranked search, and the context block and hook."""
+SUPPORTED_CALLERS = ("search", "reranked", "context")
+"""What ``ENGRAM_SESSION_SUPPORT`` is set for: ranked search, ranked search whose fused top the
+reranker reads, and the context block and hook."""
 
 
 def _session_support(raw: str) -> tuple[tuple[str, float], ...]:
-    """``search=share,context=share`` (each a number >= 0), or one number for both."""
+    """``search=share,reranked=share,context=share`` (each a number >= 0; a caller not named is
+    off), or one number for all."""
     try:
         both = float(raw)
     except ValueError:
@@ -133,7 +135,9 @@ def _session_support(raw: str) -> tuple[tuple[str, float], ...]:
     for part in raw.split(","):
         name, sep, value = part.strip().partition("=")
         if not sep or name.strip() not in SUPPORTED_CALLERS:
-            raise ValueError(f"expected a number or search=share,context=share, got {raw!r}")
+            raise ValueError(
+                f"expected a number or search=share,reranked=share,context=share, got {raw!r}"
+            )
         try:
             share = float(value)
         except ValueError:
@@ -539,14 +543,17 @@ SETTINGS: tuple[Spec, ...] = (
         "ENGRAM_SESSION_SUPPORT",
         "session_support",
         _session_support,
-        "search=0,context=0.3",
+        "search=0,reranked=0.3,context=0.3",
         "Hybrid search: each hit gains this share of its session's two best fused scores, so a "
         "session several hits match lifts its hits above a lone match elsewhere. Set for ranked "
-        "search (POST /v1/search, MCP) and for the context block and prompt hook; one number "
-        'sets both, 0 is off. Measured (docs/benchmarks.md, "Session support"): it lifts '
-        "conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 70.9) but concentrates "
-        "a ranking on one session where the answer spans several (LongMemEval-S multi-session "
-        "recall_all@5 55 -> 43), so ranked search leaves it off.",
+        "search (POST /v1/search, MCP), for ranked search the reranker reorders "
+        "(ENGRAM_RERANKER), and for the context block and prompt hook; one number sets all, a "
+        'caller not named is off, 0 is off. Measured (docs/benchmarks.md, "Session support"): '
+        "it lifts conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 70.9) but "
+        "concentrates a ranking on one session where the answer spans several (LongMemEval-S "
+        "multi-session recall_all@5 55 -> 43), so ranked search leaves it off unless the "
+        "reranker sorts what it gathers (LoCoMo 69.2 -> 72.6 reranked, LongMemEval-S turns "
+        "any@5 94.5 -> 95.0).",
     ),
     Spec(
         "ENGRAM_RERANKER",

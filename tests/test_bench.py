@@ -349,6 +349,45 @@ def test_hybrids_rerank_only_the_fused_top_rerank_depth_as_the_server_does(
     assert reranked == [fused[1], fused[0], fused[2]]
 
 
+@pytest.mark.parametrize("factory", [HybridRetriever, HybridGraphRetriever])
+def test_hybrids_tune_each_question_as_the_server_does(
+    tmp_path: Path, factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reranked question is fused with the reranked session support; a request for advice
+    is neither reranked nor given that support (``engram.search.tune``, ``search.search``)."""
+    import engram.search
+
+    seen: list[tuple[float, dict[str, float]]] = []
+    real = engram.search.fuse
+
+    def spy(rankings: Any, weights: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append((kwargs["session_support"], {k: weights[k] for k in ("bm25", "vector")}))
+        return real(rankings, weights, *args, **kwargs)
+
+    monkeypatch.setattr(engram.search, "fuse", spy)
+    reranker = _ReversingReranker()
+    options = RetrieverOptions(
+        cache_dir=tmp_path / "cache",
+        reranker=reranker,
+        rerank_depth=2,
+        session_support=0.1,
+        reranked_support=0.7,
+    )
+    hybrid = factory(tmp_path / "h", options)
+    try:
+        hybrid.add(_docs())
+        hybrid.search("database lunch", "a", 10)
+        hybrid.search("any tips for the database lunch?", "a", 10)
+    finally:
+        hybrid.close()
+    bm25, vector = options.bm25_weight, options.vector_weight
+    assert seen == [
+        (0.7, {"bm25": bm25, "vector": vector}),
+        (0.1, {"bm25": bm25 * engram.search.ADVICE_BM25, "vector": vector}),
+    ]
+    assert reranker.read == [2]  # the request for advice was not reranked
+
+
 # loaders on the real data -------------------------------------------------------------------
 
 

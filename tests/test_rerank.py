@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engram import search
+from engram import memories, search
 from engram.keyword import KeywordHit
 from engram.rerank import (
     HttpReranker,
@@ -20,6 +20,8 @@ from engram.rerank import (
     local_files,
     reranker_from_settings,
 )
+from engram.scope import Scope
+from engram.store import Store
 from tests.conftest import api_for, make_settings
 from tests.support import Api, JsonEndpoint, free_port
 
@@ -103,6 +105,31 @@ def test_rerank_orders_the_head_and_keeps_the_tail() -> None:
     # d2 is past the depth and d1 gone from the store: neither is read; the tail keeps its order
     ordered = search.rerank(_ByLength(), "q", hits, head[:2], 3)
     assert [h.doc_id for h in ordered] == ["d1", "d0", "d2", "d3", "d4"]
+
+
+def test_a_reranked_search_is_fused_with_the_reranked_support(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session support gathers a session's hits; without the reranker it crowds an answer that
+    spans sessions, with it the reranker sorts what it gathered: ranked search fuses with
+    ``reranked_support`` when the reranker will read the top, else with ``session_support``."""
+    new = memories.validate({"project": "p", "content": "The deploy runs on Fridays."})
+    memories.remember(store, store.keyword, new, actor="test")
+    seen: list[float] = []
+    real = search.fuse
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["session_support"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "fuse", spy)
+    scope = Scope(project="p")
+    common: dict[str, Any] = {"session_support": 0.1, "reranked_support": 0.7, "graph": False}
+    search.search(store, "deploy", scope, mode="hybrid", **common)
+    search.search(store, "deploy", scope, mode="hybrid", reranker=_ByLength(), **common)
+    found = search.search(store, "any tips for the deploy?", scope, reranker=_ByLength(), **common)
+    assert seen == [0.1, 0.7, 0.1]  # a request for advice is not reranked
+    assert found["items"] and "reranker" not in found
 
 
 @pytest.fixture(scope="module")

@@ -113,12 +113,13 @@ def test_fusion_settings_parse(tmp_path: Path) -> None:
     assert dict(default.search_weights) == {"bm25": 1.0, "vector": 1.3, "graph": 0.15}
     assert default.fusion == "score"
     assert load_settings(environ={"ENGRAM_FUSION": "RRF"}).fusion == "rrf"
-    # session support: ranked search off, the context builder on; one number sets both
-    assert dict(default.session_support) == {"search": 0.0, "context": 0.3}
+    # session support: ranked search off unless reranked, the context builder on; one number
+    # sets all, a caller not named is off
+    assert dict(default.session_support) == {"search": 0.0, "reranked": 0.3, "context": 0.3}
     both = load_settings(environ={"ENGRAM_SESSION_SUPPORT": "0.2"})
-    assert dict(both.session_support) == {"search": 0.2, "context": 0.2}
+    assert dict(both.session_support) == {"search": 0.2, "reranked": 0.2, "context": 0.2}
     one = load_settings(environ={"ENGRAM_SESSION_SUPPORT": " context=0.5 "})
-    assert dict(one.session_support) == {"search": 0.0, "context": 0.5}
+    assert dict(one.session_support) == {"search": 0.0, "reranked": 0.0, "context": 0.5}
     with pytest.raises(SettingsError, match="ENGRAM_FUSION"):
         load_settings(environ={"ENGRAM_FUSION": "borda"})
 

@@ -54,6 +54,7 @@ def search_() -> Any:
             weights=dict(settings().search_weights),
             rrf_k=settings().rrf_k,
             session_support=dict(settings().session_support)["search"],
+            reranked_support=dict(settings().session_support)["reranked"],
             fusion=settings().fusion,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,

@@ -59,8 +59,12 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--fusion-depth must be at least 1")
     if args.session_support is not None and args.session_support < 0:
         return _fail("--session-support must be >= 0")
+    # the server's shares: ranked search, and ranked search the reranker reads; one given sets both
     support = (
         SERVER_SESSION_SUPPORT["search"] if args.session_support is None else args.session_support
+    )
+    reranked_support = (
+        SERVER_SESSION_SUPPORT["reranked"] if args.session_support is None else args.session_support
     )
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
@@ -88,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
         graph_weight=args.graph_weight,
         fusion=args.fusion,
         session_support=support,
+        reranked_support=reranked_support,
         embedder=embedder,
         reranker=reranker,
         rerank_depth=args.rerank_depth,
@@ -121,7 +126,8 @@ def main(args: argparse.Namespace) -> int:
             )
     notes = []
     if any(name in FUSED_RETRIEVERS for name in names):
-        notes.append(report.fusion_note(args.fusion, support, args.reranker, args.rerank_depth))
+        shown = reranked_support if reranker is not None else support
+        notes.append(report.fusion_note(args.fusion, shown, args.reranker, args.rerank_depth))
     print(report.render(dataset, results, args.session_docs, args.markdown, notes))
     if args.json:
         options = {
@@ -135,6 +141,7 @@ def main(args: argparse.Namespace) -> int:
             "rrfK": args.rrf_k,
             "fusion": args.fusion,
             "sessionSupport": support,
+            "rerankedSupport": reranked_support if reranker is not None else None,
             "reranker": args.reranker,
             "rerankDepth": args.rerank_depth if reranker is not None else None,
             "graphWeight": args.graph_weight,
@@ -189,7 +196,7 @@ def _context(args: argparse.Namespace) -> int:
             "ENGRAM_FUSION": args.fusion,
             "ENGRAM_RRF_K": str(args.rrf_k),
             "ENGRAM_SESSION_SUPPORT": f"search={SERVER_SESSION_SUPPORT['search']},"
-            f"context={context_support}",
+            f"reranked={SERVER_SESSION_SUPPORT['reranked']},context={context_support}",
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
         }

@@ -21,6 +21,7 @@ from engram.bench.retrievers import (
     keep_texts,
     register,
     rerank_top,
+    support_for,
 )
 from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
@@ -113,7 +114,7 @@ class HybridGraphRetriever:
             k=options.rrf_k,
             method=options.fusion,
             sure_first=tuning.sure_first,
-            session_support=options.session_support,
+            session_support=support_for(options, tuning.rerank),
         )
         hits = [hit for hit, _ in fused]
         ordered = rerank_top(options, self._texts, query, hits, tuning.rerank)

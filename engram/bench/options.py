@@ -183,7 +183,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SHARE",
         help="hybrid: the share of its session's two best fused scores each hit gains (0 = "
         f"off; default the server's ENGRAM_SESSION_SUPPORT: {SERVER_SESSION_SUPPORT['search']} "
-        f"for ranked runs, {SERVER_SESSION_SUPPORT['context']} with --context)",
+        f"for ranked runs, {SERVER_SESSION_SUPPORT['reranked']} for questions --reranker "
+        f"reorders, {SERVER_SESSION_SUPPORT['context']} with --context)",
     )
     parser.add_argument(
         "--rrf-k",
@@ -229,7 +230,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="score only the questions of this category (and index only their haystacks); "
-        "repeat for several. An unknown name lists the dataset's categories",
+        "repeat for several. An unknown name lists the dataset's categories. BM25's word "
+        "statistics then cover those haystacks only, so a category's figures can differ a "
+        "little from the same category in a full run (as with --limit)",
     )
     parser.add_argument(
         "--data-dir",

@@ -56,6 +56,7 @@ class RetrieverOptions:
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
     session_support: float = SERVER_SESSION_SUPPORT["search"]  # hybrid: ENGRAM_SESSION_SUPPORT
+    reranked_support: float = SERVER_SESSION_SUPPORT["reranked"]  # the same, when reranked
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
@@ -179,6 +180,14 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
     return VectorRetriever(workdir, options.cache_dir, options.embedder, options.progress)
 
 
+def support_for(options: RetrieverOptions, reranked: bool) -> float:
+    """The session support a query is fused with: the reranked share when the reranker will
+    read its fused top (as ``engram.search.search`` chooses)."""
+    if options.reranker is not None and reranked:
+        return options.reranked_support
+    return options.session_support
+
+
 def fused_depth(options: RetrieverOptions, limit: int) -> int:
     """Fused hits a hybrid retriever asks for: the page, or the reranker's depth when deeper."""
     return max(limit, options.rerank_depth) if options.reranker is not None else limit
@@ -257,7 +266,7 @@ class HybridRetriever:
             k=self.options.rrf_k,
             method=self.options.fusion,
             sure_first=tuning.sure_first,
-            session_support=self.options.session_support,
+            session_support=support_for(self.options, tuning.rerank),
         )
         hits = [hit for hit, _ in fused]
         ordered = rerank_top(self.options, self._texts, query, hits, tuning.rerank)
