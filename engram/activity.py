@@ -235,7 +235,17 @@ class Feed:
         until: float,
         stopped: Callable[[], bool],
     ) -> Iterator[Event | None]:
-        sent: set[int] = set()
+        # what the listener has: up to ``last_id``, or (from now) whatever the store holds as it
+        # connects. The reader may take events in before this runs, and holds older ones:
+        # neither is sent again, nor missed. An id at or below it that commits later (ids are
+        # handed out at insert) is news and still goes out.
+        if last_id is None:
+            with self._store.read() as conn:
+                floor = latest_id(conn)
+        else:
+            floor = last_id
+        with self._cond:
+            sent = {e.id for e in self._events if e.id is not None and e.id <= floor}
         if last_id is not None:
             missed, reset = self._missed(last_id)
             if reset:
@@ -244,9 +254,6 @@ class Feed:
                 assert event.id is not None
                 sent.add(event.id)
                 yield event
-        else:
-            with self._cond:
-                sent.update(e.id for e in self._events if e.id is not None)
         counts_sent: dict[str, int] | None = None
         serial = -1
         while not self._closed and not stopped() and time.monotonic() < until:

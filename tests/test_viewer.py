@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 from typing import Any
 
@@ -256,6 +257,30 @@ def test_a_listener_resumes_after_its_last_id_from_memory_or_the_table(store: St
     feed.close()
 
 
+def test_a_listener_gets_each_event_once_and_nothing_it_had(store: Store) -> None:
+    """A viewer that reconnects with the id it saw last gets only what came after, even when
+    the feed still holds the older events (it re-sent them all, out of order, and the page's
+    last id went backwards); one listening from now gets nothing that was there before it."""
+    feed = Feed(store, poll_seconds=0.05)
+    feed.poll()
+    _add(store, 3)
+    feed.poll()  # the feed holds all three
+    with store.read() as conn:
+        ids = [e.id for e in activity.after(conn, 0)]
+    resumed = [e.id for e in _events(feed, ids[1]) if e is not None and e.id is not None]
+    assert resumed == ids[2:]
+    assert [e for e in _events(feed, None) if e is not None and e.id is not None] == []
+    # held or not yet read, a new event reaches a listener from now exactly once
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.extend(_events(feed, None, seconds=1.5)))
+    thread.start()
+    time.sleep(0.3)
+    _add(store, 1)
+    thread.join()
+    assert [e.data["id"] for e in got if e is not None and e.id is not None] == ["s0"]
+    feed.close()
+
+
 def test_a_listener_older_than_what_is_kept_is_told_to_reload(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,8 +302,6 @@ def test_live_events_heartbeats_and_counts(store: Store) -> None:
 
     def listen() -> None:
         got.extend(_events(feed, None, seconds=1.5))
-
-    import threading
 
     thread = threading.Thread(target=listen)
     thread.start()
