@@ -359,18 +359,22 @@ def only_categories(dataset: Dataset, categories: Sequence[str]) -> Dataset:
             f"its categories: {', '.join(known)}"
         )
     queries = [q for q in dataset.queries if q.category in categories]
-    haystacks = {q.haystack for q in queries}
-    docs = [d for d in dataset.docs if d.haystack in haystacks]
-    note = f"--category: only {', '.join(categories)} ({len(queries)} questions)"
-    return dataclasses.replace(dataset, queries=queries, docs=docs, notes=[*dataset.notes, note])
+    return _only(
+        dataset, queries, f"--category: only {', '.join(categories)} ({len(queries)} questions)"
+    )
 
 
 def limit_queries(dataset: Dataset, limit: int | None) -> Dataset:
     """The first ``limit`` queries and only the documents of their haystacks."""
     if limit is None or limit >= len(dataset.queries):
         return dataset
-    queries = dataset.queries[:limit]
+    return _only(
+        dataset, dataset.queries[:limit], f"--limit: only the first {limit} of them are run"
+    )
+
+
+def _only(dataset: Dataset, queries: list[Query], note: str) -> Dataset:
+    """``dataset`` with only ``queries`` and the documents of their haystacks, noted."""
     haystacks = {q.haystack for q in queries}
     docs = [d for d in dataset.docs if d.haystack in haystacks]
-    note = f"--limit: only the first {limit} of them are run"
     return dataclasses.replace(dataset, queries=queries, docs=docs, notes=[*dataset.notes, note])
