@@ -129,6 +129,7 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("msg", "message"),
     ("dir", "directory", "folder"),
     ("k8s", "kubernetes"),
+    ("docker", "dockerfile"),
     ("py", "python"),
     ("js", "javascript"),
     ("ts", "typescript"),

@@ -63,6 +63,7 @@ def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None
         "d-camel": "renamed getUserById in the accounts service",
         "d-syn": "the database migration locked the orders table",
         "d-other": "updated the README badges",
+        "d-file": "pinned the base image in the Dockerfile",
     }
     with store.write() as conn:
         for doc_id, body in docs.items():
@@ -75,6 +76,8 @@ def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None
         assert top("deploy script fails") == "d-stem"
         assert top("user by id") == "d-camel"
         assert top("db migration") == "d-syn"
+        # a question about docker finds the session that only edited the Dockerfile
+        assert top("the docker fix") == "d-file"
         assert store.keyword.search(conn, "kubernetes", Scope("p"), 5) == []
         # user text is never read as query syntax
         assert (
