@@ -378,15 +378,15 @@ def _profile_lines(prof: dict[str, Any]) -> list[str]:
 
 
 DATED_SESSIONS = 2
-"""Sessions recorded at a time the query names ("in January 2022", "on 8 May 2023") shown in
-depth before the other hits' sessions."""
+"""Sessions recorded at a time the query names ("in January 2022", "on 8 May 2023", "two weeks
+ago") shown in depth before the other hits' sessions."""
 
 
 def _dated_first(store: Store, scope: Scope, query: str, ranked: list[str]) -> list[str]:
-    """Search's sessions, with those that ran at a time the query names (``dates.windows``)
-    first: the dated ones search ranked (in its order), then others of those dates (oldest
+    """Search's sessions, with those that ran at a time the query names (``dates.named``: its
+    dates, and times counted back from now) first: the dated ones search ranked (in its order), then others of those dates (oldest
     first), at most ``DATED_SESSIONS`` of them."""
-    spans = dates.windows(query)
+    spans = dates.named(query, now())
     if not spans:
         return ranked
     t = sessions_table

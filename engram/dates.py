@@ -1,6 +1,7 @@
-"""The dates a query names, as time windows: "on 8 December, 2023", "in January 2022",
-"2024-03-05", "March 5th, 2024". A question about what happened at a time is answered by what
-was recorded then (``context.build`` shows those sessions in depth)."""
+"""The times a query names, as time windows: dates ("on 8 December, 2023", "in January 2022",
+"2024-03-05", "March 5th, 2024") and times counted back from now ("two weeks ago", "yesterday",
+"last month"). A question about what happened at a time is answered by what was recorded then
+(``search.search`` puts those hits first, ``context.build`` shows those sessions in depth)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,43 @@ def _window(parts: dict[str, str | None]) -> tuple[float, float] | None:
     except ValueError:  # "31 February"
         return None
     return (day - DAY_SLACK).timestamp(), (day + timedelta(days=1) + DAY_SLACK).timestamp()
+
+
+_COUNTS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "a couple of": 2, "a few": 3,
+}  # fmt: skip
+_UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
+_AGO = re.compile(
+    r"(?i)\b(?P<count>\d{1,3}|" + "|".join(sorted(_COUNTS, key=len, reverse=True)) + r")"
+    r"\s+(?P<unit>day|week|month|year)s?\s+ago\b"
+)
+_BACK = {"yesterday": 1.0, "last week": 7.0, "last month": 30.44, "last year": 365.25}
+_LAST = re.compile(r"(?i)\b(?P<back>yesterday|last (?:week|month|year))\b")
+AGO_SLACK = 0.25
+"""A time counted back is told loosely ("two weeks ago" is 10 to 18 days): its window takes a
+quarter of the distance either side, at least a day, and ``DAY_SLACK`` more."""
+
+
+def ago(text: str, now: float) -> list[tuple[float, float]]:
+    """Each time the text counts back from ``now`` (epoch seconds): "4 days ago", "a couple of
+    weeks ago", "yesterday", "last month", as a window around that time. "How many days ago"
+    counts nothing: it asks for the distance, it does not name a time."""
+    back: list[float] = []
+    for match in _AGO.finditer(text):
+        count = match["count"].lower()
+        n = int(count) if count.isdigit() else _COUNTS[" ".join(count.split())]
+        back.append(n * _UNIT_DAYS[match["unit"].lower()])
+    back += [_BACK[" ".join(m["back"].lower().split())] for m in _LAST.finditer(text)]
+    found = []
+    for days in back:
+        centre = now - days * 86400
+        slack = max(1.0, AGO_SLACK * days) * 86400 + DAY_SLACK.total_seconds()
+        found.append((centre - slack, centre + slack))
+    return found
+
+
+def named(text: str, now: float | None = None) -> list[tuple[float, float]]:
+    """Every window the text names: its dates, and (given ``now``) the times it counts back."""
+    return windows(text) + (ago(text, now) if now is not None else [])

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Protocol
 
 from sqlalchemy import (
@@ -329,3 +330,11 @@ def keyword_index_for(conn_or_engine: object) -> KeywordIndex:
     """The backend for a store: FTS5 on SQLite, postings BM25 elsewhere."""
     dialect = conn_or_engine.dialect.name  # type: ignore[attr-defined]
     return Fts5Index() if dialect == "sqlite" else PostingsIndex()
+
+
+def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
+    """When each of ``doc_ids`` was recorded (its event's time, not its indexing), by doc id."""
+    if not doc_ids:
+        return {}
+    stmt = select(kw_docs.c.doc_id, kw_docs.c.created_at).where(kw_docs.c.doc_id.in_(doc_ids))
+    return {row.doc_id: row.created_at for row in conn.execute(stmt)}

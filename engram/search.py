@@ -7,9 +7,11 @@ scores over its top ``SCORE_DEPTH`` and weights them by the stream's confidence 
 hit stands out), ``rrf`` sums ``w_s / (RRF_K + rank_s)``; either way the weights are
 renormalised over the streams that answered (a stream that is off, failed or found nothing takes
 no share), so ``hybrid`` without an embedder is keyword search plus graph. ``tune`` adjusts
-the fusion to the query first (a request for advice leans on meaning, not words). Results are
-then diversified: at most ``per_session`` hits from one session. The benchmark harness tunes
-and fuses with the same ``tune`` and ``fuse``.
+the fusion to the query first (a request for advice leans on meaning, not words). A query that
+names a time ("on 8 May 2023", "two weeks ago") gets the hits recorded then first
+(``times_first``). Results are then diversified: at most ``per_session`` hits from one session.
+The benchmark harness tunes, fuses and orders with the same ``tune``, ``fuse`` and
+``times_first``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import concurrent.futures
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engram import memories, observations, settings
+from engram import dates, keyword, memories, observations, settings
 from engram.keyword import KeywordHit
 from engram.schema import sessions
 from engram.scope import Scope, Window
@@ -323,10 +326,13 @@ def search(
     sure_first: bool = True,
     session_support: float = SESSION_SUPPORT["search"],
     reranked_support: float = SESSION_SUPPORT["reranked"],
+    now: float | None = None,
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
     ranks, so the page is the best inside the window, not the window's share of the best).
-    Fused with ``session_support``, or ``reranked_support`` when the reranker reads the top."""
+    Fused with ``session_support``, or ``reranked_support`` when the reranker reads the top.
+    Without a ``window``, the times the query names (``dates.named``, counted back from
+    ``now``, default the clock) put the hits recorded then first (``times_first``)."""
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
@@ -399,6 +405,11 @@ def search(
         )
         ordered = [hit for hit, _ in fused]
         rank_of = {hit.doc_id: dict(ranks) for hit, ranks in fused}
+        spans = [] if window else dates.named(query, time.time() if now is None else now)
+        recorded: dict[str, float] = {}
+        if spans:  # before the reranker, so that it reads the hits of that time
+            recorded = keyword.created_at(conn, [hit.doc_id for hit in ordered])
+            ordered = times_first(ordered, recorded, spans)
         head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []
     if reranker is not None and head:
         try:  # outside the read: a cross-encoder takes a while, and holds no connection
@@ -409,6 +420,7 @@ def search(
         else:
             for position, hit in enumerate(ordered[:rerank_depth], 1):
                 rank_of.setdefault(hit.doc_id, {})["rerank"] = position
+            ordered = times_first(ordered, recorded, spans)
     chosen = diversify(ordered, limit, per_session)
     with store.read() as conn:
         items = hydrate(conn, chosen)
@@ -421,9 +433,29 @@ def search(
     }
     if reranker is not None and "rerank" not in problems and head:
         result["reranker"] = reranker.name
+    if spans:
+        result["times"] = [{"since": iso(start), "until": iso(end)} for start, end in spans]
     if problems:
         result["degraded"] = problems
     return result
+
+
+def times_first(
+    hits: list[KeywordHit],
+    recorded: Mapping[str, float],
+    spans: Sequence[tuple[float, float]],
+) -> list[KeywordHit]:
+    """``hits`` with those recorded inside one of ``spans`` (``recorded``: epoch seconds by doc
+    id) first, each part in its own order: a question about a time is answered by what was
+    recorded then, and by the rest after it (a time told loosely can miss)."""
+    inside = {
+        hit.doc_id
+        for hit in hits
+        if (at := recorded.get(hit.doc_id)) is not None and any(a <= at < b for a, b in spans)
+    }
+    if not inside:
+        return hits
+    return [h for h in hits if h.doc_id in inside] + [h for h in hits if h.doc_id not in inside]
 
 
 def rerank(

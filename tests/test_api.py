@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -602,6 +603,39 @@ def test_search_in_a_time_window(api: Api, project: str) -> None:
     ):
         status, body = api.post("/v1/search", {**june, **bad})
         assert status == 422 and field in body["error"]["details"]["fields"], (bad, body)
+
+
+def test_a_question_that_names_a_time_gets_what_was_recorded_then_first(
+    api: Api, project: str
+) -> None:
+    """ "two weeks ago" puts the observation recorded then above a better keyword match from
+    today; the answer says which window it read; asked without a time, or with since/until
+    given, the order is the streams' own."""
+    now = time.time()
+    then = datetime.fromtimestamp(now - 15 * 86400, timezone.utc).isoformat()
+    today = datetime.fromtimestamp(now - 3600, timezone.utc).isoformat()
+    api.post(
+        "/v1/observe",
+        observe_body(project, "s-then", 1, toolOutput="upload test flaky", timestamp=then),
+    )
+    api.post(
+        "/v1/observe",
+        observe_body(
+            project, "s-today", 1, toolOutput="fixed the flaky upload test", timestamp=today
+        ),
+    )
+    api.wait_drained()
+    plain = {"query": "how did we fix the flaky upload test", "project": project}
+    status, body = api.post("/v1/search", plain)
+    assert status == 200 and [h["sessionId"] for h in body["items"]] == ["s-today", "s-then"]
+    assert "times" not in body
+    status, body = api.post("/v1/search", {**plain, "query": plain["query"] + " two weeks ago"})
+    assert status == 200 and [h["sessionId"] for h in body["items"]] == ["s-then", "s-today"]
+    (window,) = body["times"]
+    assert window["since"] < then < window["until"] < today
+    windowed = {**plain, "query": plain["query"] + " two weeks ago", "since": then[:10]}
+    status, body = api.post("/v1/search", windowed)
+    assert status == 200 and body["items"][0]["sessionId"] == "s-today" and "times" not in body
 
 
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:

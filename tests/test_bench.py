@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from engram.bench.datasets import (
     Doc,
     Query,
     limit_queries,
+    lme_time,
     load,
     normalise_evidence,
     only_categories,
@@ -416,6 +418,10 @@ def test_locomo_loader_turn_and_session_level() -> None:
     first = turn.queries[0]
     assert first.gold == {"D1:3"} and first.haystack == "conv-26"
     assert any(d.unit_id == "D1:3" and "Caroline:" in d.text for d in turn.docs)
+    # "1:56 pm on 8 May, 2023", the date of conv-26's first session; questions carry no date
+    said = next(d for d in turn.docs if d.unit_id == "D1:3").created_at
+    assert said == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()
+    assert all(d.created_at for d in turn.docs) and first.now is None
     session = load("locomo", DATA, "session")
     assert len(session.docs) == 272 and session.queries[0].gold == {"S1"}
     best_turn = load("locomo", DATA, "session", session_docs="best-turn")
@@ -449,6 +455,13 @@ def test_longmemeval_loader_protocols_on_a_slice(tmp_path: Path) -> None:
     }
     assert turn.queries[0].gold == user_gold
     assert {d.unit_id for d in turn.docs} >= user_gold
+    # each document at its session's date, each question at the date it was asked
+    stamp = dict(zip(item["haystack_session_ids"], item["haystack_dates"], strict=True))
+    for doc in turn.docs:
+        if doc.haystack == item["question_id"]:
+            assert doc.created_at == lme_time(stamp[doc.session_id]).timestamp()
+    assert turn.queries[0].now == lme_time(item["question_date"]).timestamp()
+    assert lme_time("2023/05/20 (Sat) 07:47") == datetime(2023, 5, 20, 7, 47, tzinfo=timezone.utc)
     all_turns = load("longmemeval-oracle", tmp_path, "turn", "all-turns")
     assert len(all_turns.docs) > len(turn.docs)
     assert len(all_turns.queries) >= 8  # assistant-side evidence counts, _abs is not skipped

@@ -37,3 +37,27 @@ def test_hybrid_graph_fuses_with_the_servers_rrf(tmp_path: Path) -> None:
     [bm25, fused] = run(dataset, ["bm25", "hybrid+graph"], options=options)
     assert fused.metrics["recall_any@1"] == 1.0
     assert fused.metrics["mrr"] >= bm25.metrics["mrr"]
+
+
+def test_hybrids_put_what_was_recorded_at_the_time_a_question_names_first(
+    tmp_path: Path,
+) -> None:
+    """As the server: "two weeks ago", counted back from when the question was asked, lifts
+    the session of that time over a better keyword match; the single streams keep their
+    order, and a question without a date is not moved."""
+    asked = 1_700_000_000.0
+    docs = [
+        Doc("t/then", "s-then", "t", "upload test flaky", created_at=asked - 15 * 86400),
+        Doc("t/now", "s-now", "t", "fixed the flaky upload test", created_at=asked - 3600),
+    ]
+    text = "how did we fix the flaky upload test two weeks ago"
+    queries = [
+        Query("dated", text, "t", frozenset({"s-then"}), "time", now=asked),
+        Query("undated", text, "t", frozenset({"s-then"}), "time"),
+    ]
+    dataset = Dataset("toy", "session", "official", docs, queries)
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
+    by_name = {r.name: r for r in results}
+    first = {name: [row["recall_any@1"] for row in r.rows] for name, r in by_name.items()}
+    assert first == {"bm25": [0.0, 0.0], "hybrid": [1.0, 0.0], "hybrid+graph": [1.0, 0.0]}

@@ -6,7 +6,9 @@ it shares no word with the question. The sessions go through the capture path
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,7 @@ from engram import context
 from engram.bench import context as bench
 from engram.drains import drain_graph
 from engram.scope import Scope
-from engram.store import Store
+from engram.store import Store, iso
 from tests.conftest import make_settings
 
 PROJECT = "talks"
@@ -96,6 +98,35 @@ def test_a_month_the_question_names_puts_that_months_sessions_first(talks: Store
 def test_a_date_no_session_ran_on_leaves_searchs_order(talks: Store) -> None:
     undated = sessions_shown(relevant(talks, "What did Melanie paint?"))
     assert sessions_shown(relevant(talks, "What did Melanie paint on 3 March, 2021?")) == undated
+
+
+def test_a_time_counted_back_from_now_puts_that_times_session_first(tmp_path: Path) -> None:
+    now = time.time()
+    recent = [
+        talk(
+            "talk-then",
+            iso(now - 14 * 86400),
+            "How was your Monday?",
+            "We spent it at the pottery workshop and I made a blue bowl.",
+        ),
+        talk(
+            "talk-today",
+            iso(now - 3600),
+            "Caroline: Melanie, what have you been painting lately?",
+            "Melanie: I painted a sunrise over the lake; painting calms me after work.",
+        ),
+    ]
+    settings = make_settings(tmp_path)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store.open(settings.database_url)
+    try:
+        bench.fill(store, settings, recent)
+        assert sessions_shown(relevant(store, "What did Melanie paint?"))[0] == "talk-today"
+        # talk-then holds no word of the question: it is there because it ran then
+        block = relevant(store, "What did Melanie paint two weeks ago?")
+        assert sessions_shown(block)[0] == "talk-then", block
+    finally:
+        store.close()
 
 
 def test_the_reply_to_a_matching_turn_is_shown_right_after_it(talks: Store) -> None:

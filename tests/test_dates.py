@@ -46,3 +46,42 @@ def test_a_day_is_not_also_read_as_its_month() -> None:
 )
 def test_no_year_or_no_such_day_names_no_window(text: str) -> None:
     assert dates.windows(text) == []
+
+
+NOW = day("2023-04-01T08:30:00").timestamp()
+DAY = 86400.0
+
+
+@pytest.mark.parametrize(
+    ("text", "days", "slack_days"),
+    [
+        ("I mentioned an investment four weeks ago? What did I buy?", 28, 7 + 1),
+        ("What kitchen appliance did I buy 10 days ago?", 10, 2.5 + 1),
+        ("something I cooked a couple of days ago", 2, 1 + 1),
+        ("what did we fix yesterday", 1, 1 + 1),
+        ("the museum I visited two months ago", 2 * 30.44, 0.5 * 30.44 + 1),
+        ("what broke last week", 7, 1.75 + 1),
+    ],
+)
+def test_a_time_counted_back_is_a_window_around_it_a_quarter_of_the_distance_wide(
+    text: str, days: float, slack_days: float
+) -> None:
+    ((start, end),) = dates.ago(text, NOW)
+    centre = NOW - days * DAY
+    assert start == pytest.approx(centre - slack_days * DAY)
+    assert end == pytest.approx(centre + slack_days * DAY)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["How many days ago did I attend a networking event?", "a while ago", "weeks ago", "ago"],
+)
+def test_a_question_about_the_distance_names_no_time(text: str) -> None:
+    assert dates.ago(text, NOW) == []
+
+
+def test_named_has_the_dates_and_with_a_now_the_times_counted_back() -> None:
+    text = "what shipped on 8 May 2023, two weeks ago"
+    assert dates.named(text) == dates.windows(text)
+    assert dates.named(text, NOW) == dates.windows(text) + dates.ago(text, NOW)
+    assert len(dates.named(text, NOW)) == 2

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engram.bench.datasets import lme_time, locomo_time
+
 DATA = Path(__file__).with_name("data")
 CODING_SET = DATA / "coding-context-v1.json"
 DEFAULT_BUDGETS = (500, 1000, 2000)
@@ -345,11 +347,8 @@ def _present(answer: str, block: str, turn: bool) -> bool:
 # --- the public sets, as sessions ------------------------------------------------------------
 
 
-def _lme_date(stamp: str) -> str:
-    """LongMemEval's "2023/05/20 (Sat) 07:47" as ISO 8601 UTC."""
-    day, _, rest = stamp.partition(" (")
-    clock = rest.partition(") ")[2] or "00:00"
-    return f"{day.replace('/', '-')}T{clock}:00Z"
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:00Z")
 
 
 def load_longmemeval(path: Path, limit: int | None) -> CodingSet:
@@ -387,7 +386,7 @@ def load_longmemeval(path: Path, limit: int | None) -> CodingSet:
                     {
                         "id": f"{qid}:{sid}"[:200],
                         "project": project,
-                        "started": _lme_date(date),
+                        "started": _iso(lme_time(date)),
                         "events": events,
                     }
                 )
@@ -406,12 +405,6 @@ def load_longmemeval(path: Path, limit: int | None) -> CodingSet:
         )
     keep = {q.project for q in questions}
     return CodingSet(path.name, [x for x in sessions if x["project"] in keep], questions)
-
-
-def _locomo_date(stamp: str) -> str:
-    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO 8601 UTC."""
-    parsed = datetime.strptime(stamp.replace(",", ""), "%I:%M %p on %d %B %Y")
-    return parsed.strftime("%Y-%m-%dT%H:%M:00Z")
 
 
 def load_locomo(path: Path, limit: int | None) -> CodingSet:
@@ -439,7 +432,7 @@ def load_locomo(path: Path, limit: int | None) -> CodingSet:
                 {
                     "id": f"{conv['sample_id']}:{key}",
                     "project": project,
-                    "started": _locomo_date(talk[f"{key}_date_time"]),
+                    "started": _iso(locomo_time(talk[f"{key}_date_time"])),
                     "events": events,
                 }
             )

@@ -9,7 +9,9 @@ session granularity does and as the reference figures in the data README are mea
 (``session_docs="whole"``). ``session_docs="best-turn"`` indexes turns instead and ranks each
 session by its best-ranked turn, which is how Engram's server (observations = turns) would
 answer. Turn ids are ``<session id>_<1-based turn index>`` (LongMemEval's own ids) or the
-LoCoMo dialog id ``D<session>:<turn>``.
+LoCoMo dialog id ``D<session>:<turn>``. Documents carry their session's date and LongMemEval
+questions the date they were asked, where the data says, so a question that names a time
+("four weeks ago", "on 8 May 2023") is searched as the server searches it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import dataclasses
 import gzip
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ class Doc:
     haystack: str
     text: str
     session_id: str = ""  # the conversation session a turn belongs to; "" = the unit itself
+    created_at: float | None = None  # when it was said (epoch seconds), when the dataset says
 
     @property
     def session(self) -> str:
@@ -60,6 +64,7 @@ class Query:
     haystack: str
     gold: frozenset[str]  # unit ids
     category: str
+    now: float | None = None  # when it was asked (epoch seconds), when the dataset says
 
 
 @dataclasses.dataclass
@@ -81,11 +86,17 @@ class Turn:
 
 
 def _group(
-    level: str, session_docs: str, haystack: str, sessions: Iterable[tuple[str, list[Turn]]]
+    level: str,
+    session_docs: str,
+    haystack: str,
+    sessions: Iterable[tuple[str, list[Turn]]],
+    dated: Mapping[str, float] | None = None,
 ) -> list[Doc]:
-    """Documents of one haystack: whole sessions, or turns (unit = turn or its session)."""
+    """Documents of one haystack: whole sessions, or turns (unit = turn or its session); each
+    at its session's time when ``dated`` has it."""
     docs: list[Doc] = []
     for s_index, (session_id, turns) in enumerate(sessions):
+        at = (dated or {}).get(session_id)
         kept = [t for t in turns if t.indexed and t.text.strip()]
         if level == "session" and session_docs == "whole":
             if kept:
@@ -95,15 +106,36 @@ def _group(
                         session_id,
                         haystack,
                         "\n".join(t.text for t in kept),
+                        created_at=at,
                     )
                 )
             continue
         for turn in kept:
             unit = session_id if level == "session" else turn.turn_id
             docs.append(
-                Doc(f"{haystack}/{s_index}/{turn.turn_id}", unit, haystack, turn.text, session_id)
+                Doc(
+                    f"{haystack}/{s_index}/{turn.turn_id}",
+                    unit,
+                    haystack,
+                    turn.text,
+                    session_id,
+                    at,
+                )
             )
     return docs
+
+
+def lme_time(stamp: str) -> datetime:
+    """LongMemEval's "2023/05/20 (Sat) 07:47" (UTC)."""
+    day, _, rest = stamp.partition(" (")
+    clock = rest.partition(") ")[2] or "00:00"
+    return datetime.strptime(f"{day} {clock}", "%Y/%m/%d %H:%M").replace(tzinfo=timezone.utc)
+
+
+def locomo_time(stamp: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" (UTC)."""
+    parsed = datetime.strptime(stamp.replace(",", ""), "%I:%M %p on %d %B %Y")
+    return parsed.replace(tzinfo=timezone.utc)
 
 
 def _read_json(path: Path) -> Any:
@@ -155,9 +187,14 @@ def load_longmemeval(
         if not gold:
             skipped["no evidence"] += 1
             continue
-        docs.extend(_group(level, session_docs, qid, sessions))
+        dated = {
+            sid: lme_time(stamp).timestamp()
+            for sid, stamp in zip(item["haystack_session_ids"], item["haystack_dates"], strict=True)
+        }
+        docs.extend(_group(level, session_docs, qid, sessions, dated))
+        asked = lme_time(item["question_date"]).timestamp() if item.get("question_date") else None
         queries.append(
-            Query(qid, item["question"], qid, frozenset(gold), item.get("question_type", ""))
+            Query(qid, item["question"], qid, frozenset(gold), item.get("question_type", ""), asked)
         )
     side = "user-side " if official else ""
     reasons = {
@@ -221,8 +258,14 @@ def load_locomo(path: Path, name: str, level: str, protocol: str, session_docs: 
     repaired = dropped_ids = no_evidence = 0
     for conv in _read_json(path):
         haystack = conv["sample_id"]
-        sessions = _locomo_sessions(conv["conversation"])
-        docs.extend(_group(level, session_docs, haystack, sessions))
+        talk = conv["conversation"]
+        sessions = _locomo_sessions(talk)
+        dated = {
+            sid: locomo_time(talk[f"session_{sid[1:]}_date_time"]).timestamp()
+            for sid, _ in sessions
+            if f"session_{sid[1:]}_date_time" in talk
+        }
+        docs.extend(_group(level, session_docs, haystack, sessions, dated))
         known = {t.turn_id for _, turns in sessions for t in turns}
         for q_index, qa in enumerate(conv["qa"]):
             ids, fixed, dropped = normalise_evidence(qa.get("evidence") or [], known)
@@ -264,7 +307,13 @@ def load_coding_agent_life(
         )
     haystack = "coding-agent-life"
     docs = [
-        Doc(f"{haystack}/{s['id']}", s["id"], haystack, s["content"])
+        Doc(
+            f"{haystack}/{s['id']}",
+            s["id"],
+            haystack,
+            s["content"],
+            created_at=datetime.fromisoformat(s["timestamp"].replace("Z", "+00:00")).timestamp(),
+        )
         for s in _read_json(path / "sessions.json")
     ]
     queries = [

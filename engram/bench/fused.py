@@ -17,8 +17,8 @@ from engram.bench.datasets import Doc
 from engram.bench.retrievers import (
     Bm25Retriever,
     RetrieverOptions,
-    fused_depth,
     keep_texts,
+    named_times_first,
     register,
     rerank_top,
     support_for,
@@ -47,9 +47,7 @@ class _StoreStreams(Bm25Retriever):
         from engram import graph
         from engram.scope import Scope
 
-        if self._conn is None:
-            self._conn = self.store.engine.connect()
-        return list(graph.stream(self._conn, query, Scope(project=haystack), limit))
+        return list(graph.stream(self.connection(), query, Scope(project=haystack), limit))
 
 
 @register("graph")
@@ -58,7 +56,7 @@ class GraphRetriever(_StoreStreams):
 
     name = "graph"
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         return self.graph_search(query, haystack, limit)
 
 
@@ -96,7 +94,7 @@ class HybridGraphRetriever:
         self.vector.add(docs)
         keep_texts(self.options, self._texts, docs)
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         from engram.search import fuse, tune
 
         depth = max(limit, self.options.fusion_depth)
@@ -110,14 +108,16 @@ class HybridGraphRetriever:
         fused = fuse(
             rankings,
             tuning.weights,
-            fused_depth(options, limit),
+            None,  # every candidate, as the server: a time the query names can lift any
             k=options.rrf_k,
             method=options.fusion,
             sure_first=tuning.sure_first,
             session_support=support_for(options, tuning.rerank),
         )
-        hits = [hit for hit, _ in fused]
-        ordered = rerank_top(options, self._texts, query, hits, tuning.rerank)
+        hits, again = named_times_first(
+            self.streams.connection(), query, now, [hit for hit, _ in fused]
+        )
+        ordered = again(rerank_top(options, self._texts, query, hits, tuning.rerank))
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:

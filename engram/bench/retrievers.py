@@ -33,8 +33,9 @@ class Retriever(Protocol):
     def add(self, docs: Sequence[Doc]) -> None:
         """Index a batch of documents (called repeatedly, before any search)."""
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
-        """Document ids of ``haystack`` best first, at most ``limit``."""
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
+        """Document ids of ``haystack`` best first, at most ``limit``; ``now``: when the
+        question was asked (epoch seconds), when the dataset says."""
 
     def close(self) -> None: ...
 
@@ -106,7 +107,7 @@ class GrepRetriever:
         for doc in docs:
             self._docs[doc.haystack].append((doc.doc_id, doc.text.lower()))
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         words = grep_words(query)
         scored: list[tuple[int, int, int, str]] = []
         for position, (doc_id, text) in enumerate(self._docs.get(haystack, ())):
@@ -150,21 +151,27 @@ class Bm25Retriever:
                         kind="observation",
                         project=doc.haystack,
                         body=doc.text,
-                        created_at=0.0,
+                        created_at=doc.created_at or 0.0,
                         session_id=doc.session,
                     ),
                 )
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         return [hit.doc_id for hit in self.hits(query, haystack, limit)]
 
     def hits(self, query: str, haystack: str, limit: int) -> list[Any]:
         """The keyword index's hits (``KeywordHit``: id and BM25 score), best first."""
         from engram.scope import Scope
 
-        if self._conn is None:  # one read connection for all queries: no pool checkout per call
+        return list(
+            self.store.keyword.search(self.connection(), query, Scope(project=haystack), limit)
+        )
+
+    def connection(self) -> Any:
+        """One read connection for all queries: no pool checkout per call."""
+        if self._conn is None:
             self._conn = self.store.engine.connect()
-        return list(self.store.keyword.search(self._conn, query, Scope(project=haystack), limit))
+        return self._conn
 
     def close(self) -> None:
         if self._conn is not None:
@@ -188,15 +195,27 @@ def support_for(options: RetrieverOptions, reranked: bool) -> float:
     return options.session_support
 
 
-def fused_depth(options: RetrieverOptions, limit: int) -> int:
-    """Fused hits a hybrid retriever asks for: the page, or the reranker's depth when deeper."""
-    return max(limit, options.rerank_depth) if options.reranker is not None else limit
-
-
 def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[Doc]) -> None:
     """Remember the documents' texts when a reranker will read them."""
     if options.reranker is not None:
         texts.update((d.doc_id, d.text) for d in docs)
+
+
+def named_times_first(
+    conn: Any, query: str, now: float | None, ordered: list[Any]
+) -> tuple[list[Any], Callable[[list[Any]], list[Any]]]:
+    """``ordered`` with the hits recorded at a time the query names first, as
+    ``engram.search.search`` orders them (the documents' times read from the keyword index
+    on ``conn``), and the same ordering to apply again after the reranker."""
+    from engram import dates, keyword
+    from engram.search import times_first
+
+    spans = dates.named(query, now)
+    if not spans:
+        return ordered, lambda hits: hits
+    recorded = keyword.created_at(conn, [hit.doc_id for hit in ordered])
+    again = lambda hits: times_first(hits, recorded, spans)  # noqa: E731
+    return again(ordered), again
 
 
 def rerank_top(
@@ -248,7 +267,7 @@ class HybridRetriever:
         self.vector.add(docs)
         keep_texts(self.options, self._texts, docs)
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         from engram.search import fuse, tune
 
         depth = max(limit, self.options.fusion_depth)
@@ -262,14 +281,16 @@ class HybridRetriever:
         fused = fuse(
             rankings,
             tuning.weights,
-            fused_depth(self.options, limit),
+            None,  # every candidate, as the server: a time the query names can lift any
             k=self.options.rrf_k,
             method=self.options.fusion,
             sure_first=tuning.sure_first,
             session_support=support_for(self.options, tuning.rerank),
         )
-        hits = [hit for hit, _ in fused]
-        ordered = rerank_top(self.options, self._texts, query, hits, tuning.rerank)
+        hits, again = named_times_first(
+            self.bm25.connection(), query, now, [hit for hit, _ in fused]
+        )
+        ordered = again(rerank_top(self.options, self._texts, query, hits, tuning.rerank))
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:

@@ -138,7 +138,7 @@ def _query(
     total = len(dataset.queries)
     for n, query in enumerate(dataset.queries, start=1):
         started = time.perf_counter()
-        doc_ids = retriever.search(query.text, query.haystack, depth)
+        doc_ids = retriever.search(query.text, query.haystack, depth, now=query.now)
         latencies.append((time.perf_counter() - started) * 1000.0)
         ranked = metrics.dedupe(unit_of[d] for d in doc_ids)
         rows.append(metrics.score(ranked, query.gold))

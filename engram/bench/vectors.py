@@ -239,7 +239,7 @@ class VectorRetriever:
             self._keys[doc.haystack].append(text_key(doc.text))
             self._matrix.pop(doc.haystack, None)
 
-    def search(self, query: str, haystack: str, limit: int) -> list[str]:
+    def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         return [doc_id for doc_id, _ in self.scored(query, haystack, limit)]
 
     def scored(self, query: str, haystack: str, limit: int) -> list[tuple[str, float]]:
