@@ -85,6 +85,11 @@ At session level, sessions are indexed as whole documents (--session-docs whole,
 LongMemEval's official session granularity); --session-docs best-turn indexes turns and
 ranks each session by its best-ranked turn, as the server (observations) would.
 
+Dates: documents carry their session's date (LongMemEval, LoCoMo, coding-agent-life), and
+LongMemEval questions the date they were asked; the hybrids put the hits of a time a question
+names ("on 8 May, 2023", "two weeks ago" counted back from when it was asked) first, as the
+server's search does (engram.search.times_first). The single streams keep their own order.
+
 LongMemEval protocols:
   official   index user turns only; skip abstention questions (_abs) and questions with no
              user-side evidence (~418 scored); session gold = answer sessions with a user

@@ -22,6 +22,8 @@ turn (cumulative: the same store grows), then measured:
           the factory weights them), limit 10, after --warmup untimed ones, each block in turn:
             hybrid        search.search(mode="hybrid", vectors=...) end to end (bm25 + vector +
                           graph, vector stream in the search thread pool, fuse, hydrate)
+            hybrid-dated  hybrid with " two weeks ago" appended to the query: the candidates'
+                          times read and those of that time put first (search.times_first)
             hybrid-rerank with --reranker local only: hybrid, then the local cross-encoder
                           over the fused top --rerank-depth (hydrated title + text), as
                           POST /v1/search does with ENGRAM_RERANKER=local
@@ -89,8 +91,11 @@ DEPTH = max(LIMIT * search.CANDIDATE_FACTOR, search.MIN_DEPTH)
 GRAPH_BATCH = 500
 FACTORY_SEED, FACTORY_PREFIX = 42, "bs"
 QUERY_SEED, WARMUP_SEED = 1234, 999
+DATED = " two weeks ago"
+"""Appended to each query of the ``hybrid-dated`` block: a time the query names."""
 BLOCKS = (
     "hybrid",
+    "hybrid-dated",
     "hybrid-rerank",
     "hybrid-novec",
     "keyword",
@@ -346,6 +351,9 @@ def runners(
             ]
         )
 
+    def hybrid_dated(q: str, scope: Scope) -> int:
+        return hybrid(q + DATED, scope)
+
     def hybrid_novec(q: str, scope: Scope) -> int:
         return len(
             search.search(store, q, scope, LIMIT, "hybrid", vectors=None, weights=weights)["items"]
@@ -378,6 +386,7 @@ def runners(
 
     return {
         "hybrid": hybrid,
+        "hybrid-dated": hybrid_dated,
         **({"hybrid-rerank": hybrid_rerank} if reranker is not None else {}),
         "hybrid-novec": hybrid_novec,
         "keyword": keyword,
