@@ -82,9 +82,9 @@ def ago(text: str, now: float) -> list[tuple[float, float]]:
     back: list[float] = []
     for match in _AGO.finditer(text):
         count = match["count"].lower()
-        n = int(count) if count.isdigit() else _COUNTS[" ".join(count.split())]
+        n = int(count) if count.isdigit() else _COUNTS[count]
         back.append(n * _UNIT_DAYS[match["unit"].lower()])
-    back += [_BACK[" ".join(m["back"].lower().split())] for m in _LAST.finditer(text)]
+    back += [_BACK[m["back"].lower()] for m in _LAST.finditer(text)]
     found = []
     for days in back:
         centre = now - days * 86400
