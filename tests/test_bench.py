@@ -8,9 +8,12 @@ import gzip
 import json
 import math
 import os
+import platform
+import sqlite3
 import subprocess
 from collections import Counter
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -604,12 +607,28 @@ def test_cli_runs_coding_agent_life_and_writes_json(tmp_path: Path) -> None:
     assert "indexed 15/15 documents" in result.stderr
     document = json.loads(out.read_text())
     assert document["questionsScored"] == 15
+    # the figures say what they were measured with: the embedder's runtime moves narrow margins
+    installed = metadata.version("onnxruntime")
+    assert document["environment"]["onnxruntime"] == installed
+    assert document["environment"]["sqlite"] == sqlite3.sqlite_version
+    assert f"onnxruntime {installed}" in result.stdout
     assert document["retrievers"]["bm25"]["metrics"]["recall_any@5"] == 1.0
     markdown = _bench(
         "coding-agent-life", "--markdown", "--retrievers", "bm25", ENGRAM_BENCH_DATA=str(DATA)
     )
     assert markdown.returncode == 0 and "| bm25 |" in markdown.stdout
     assert "fused retrievers" not in result.stdout + markdown.stdout  # nothing was fused
+
+
+def test_the_environment_names_each_package_or_says_it_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(report, "MEASURED_WITH", ("numpy", "no-such-package-engram-test"))
+    found = report.environment()
+    assert found["numpy"] == metadata.version("numpy")
+    assert found["no-such-package-engram-test"] == "not installed"
+    assert found["python"] == platform.python_version()
+    assert report.environment_note(found).startswith(f"measured with python {found['python']}")
 
 
 def _result(name: str, mrrs: list[float]) -> RetrieverResult:
@@ -783,3 +802,20 @@ def test_public_sets_become_dated_sessions_with_evidence_turns() -> None:
 def test_context_benchmark_arguments_are_checked(argv: list[str], message: str) -> None:
     result = subprocess.run([ENGRAM, "bench", *argv], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_context_table_says_what_it_was_measured_with() -> None:
+    from engram.bench.context import render
+
+    result = {
+        "dataset": "coding-context",
+        "sessions": 1,
+        "observations": 2,
+        "questions": 0,
+        "embedder": "none",
+        "cells": [],
+        "environment": {"python": "3.11.7", "onnxruntime": "1.32.0"},
+    }
+    assert "measured with python 3.11.7, onnxruntime 1.32.0" in render(result)
+    del result["environment"]
+    assert "measured with" not in render(result)

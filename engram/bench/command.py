@@ -210,5 +210,6 @@ def _context(args: argparse.Namespace) -> int:
         return _fail(f"cannot read {args.dataset} from {data_dir}: {exc}", EXIT_FAILURE)
     except (context.ContextDataError, EmbedderError) as exc:
         return _fail(str(exc), EXIT_FAILURE)
+    result["environment"] = report.environment()
     print(context.render(result))
     return _write_json(args.json, result) if args.json else EXIT_OK

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.bench.datasets import lme_time, locomo_time
+from engram.bench.report import environment_note
 
 DATA = Path(__file__).with_name("data")
 CODING_SET = DATA / "coding-context-v1.json"
@@ -615,6 +616,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['observations']} observations, {result['questions']} questions; "
         f"embedder {result['embedder']})",
         "",
+        *([environment_note(result["environment"]), ""] if result.get("environment") else []),
         *([f"LLM pass: {json.dumps(result['llm'])}", ""] if result.get("llm") else []),
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),

