@@ -631,6 +631,15 @@ def test_the_environment_names_each_package_or_says_it_is_missing(
     assert report.environment_note(found).startswith(f"measured with python {found['python']}")
 
 
+def test_the_cpu_is_named_with_the_instructions_int8_products_depend_on(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n\nflags\t: avx512_vnni\n")
+    assert report.cpu(info) == f"{platform.machine()} avx2"  # the first CPU's flags only
+    info.write_text("flags\t: avx2 avx512f avx512_vnni\n")
+    assert report.cpu(info).endswith(" avx2 avx512f avx512_vnni")
+    assert report.cpu(tmp_path / "missing") == platform.machine()
+
+
 def _result(name: str, mrrs: list[float]) -> RetrieverResult:
     rows = [{"mrr": m, "recall@10": float(m > 0)} for m in mrrs]
     return RetrieverResult(

@@ -90,9 +90,10 @@ LongMemEval questions the date they were asked; the hybrids put the hits of a ti
 names ("on 8 May, 2023", "two weeks ago" counted back from when it was asked) first, as the
 server's search does (engram.search.times_first). The single streams keep their own order.
 
-Every table (and the JSON's "environment") names the Python, SQLite and package versions it was
-measured with: another onnxruntime or tokenizer release embeds a little differently, and a
-question with a narrow margin can change rank.
+Every table (and the JSON's "environment") names what it was measured on: Python, SQLite, the
+CPU's int8 instructions and the package versions. A CPU without VNNI computes int8 products
+differently, another onnxruntime release a little differently too, and a question with a
+narrow margin can change rank.
 
 LongMemEval protocols:
   official   index user turns only; skip abstention questions (_abs) and questions with no

