@@ -214,6 +214,27 @@ def test_bad_embedding_settings_name_the_variable(tmp_path: Path, name: str, val
         make_settings(tmp_path, **{name: value})
 
 
+def test_an_onnxruntime_too_old_for_the_model_says_which_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnxruntime
+
+    from engram.embedders import local
+
+    assert local.too_old("1.21.1") == (
+        " (onnxruntime 1.21.1 is too old for its 8-bit weights; "
+        "run `pip install 'onnxruntime>=1.22'`)"
+    )
+    assert local.too_old("1.22.0") == local.too_old("2.0") == local.too_old("dev") == ""
+    # as onnxruntime 1.21 answers the model (seen with it installed beside this one)
+    monkeypatch.setattr(onnxruntime, "__version__", "1.21.1")
+    embedder = LocalMiniLMEmbedder(
+        model_path=tmp_path / "nope.onnx", tokenizer_path=tmp_path / "nope.json"
+    )
+    with pytest.raises(EmbedderError, match=r"1\.21\.1 is too old .*onnxruntime>=1\.22"):
+        embedder.embed(["x"])
+
+
 def test_local_missing_files_say_what_to_install(tmp_path: Path) -> None:
     embedder = LocalMiniLMEmbedder(
         model_path=tmp_path / "nope.onnx", tokenizer_path=tmp_path / "nope.json"

@@ -119,6 +119,22 @@ def load_tokenizer(path: Path) -> Any:
     return tokenizer
 
 
+MIN_ONNXRUNTIME = (1, 22)
+"""The first onnxruntime whose MatMulNBits runs the model's 8-bit weights (1.21 refuses them)."""
+
+
+def too_old(version: str) -> str:
+    """What to do when the installed onnxruntime cannot run the model (else "")."""
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return ""
+    if found >= MIN_ONNXRUNTIME:
+        return ""
+    need = ".".join(map(str, MIN_ONNXRUNTIME))
+    return f" (onnxruntime {version} is too old for its 8-bit weights; run `pip install 'onnxruntime>={need}'`)"
+
+
 class _Runtime:
     """The loaded session and tokenizer; built once per (model, tokenizer, threads) per process.
     ``session.run`` is thread-safe, so document batches and search queries share it."""
@@ -149,7 +165,8 @@ class _Runtime:
             )
             tokenizer = load_tokenizer(tokenizer_path)
         except Exception as exc:  # noqa: BLE001 - onnxruntime/tokenizers raise their own types
-            raise EmbedderError(f"local embedder: cannot load the model: {exc}") from exc
+            hint = too_old(onnxruntime.__version__)
+            raise EmbedderError(f"local embedder: cannot load the model: {exc}{hint}") from exc
         # tokenizer.json ships fixed padding and truncation at 128: no padding here (each batch
         # is padded to its own longest text) and truncation at the model's 256-token limit.
         tokenizer.no_padding()
