@@ -101,6 +101,7 @@ def build(
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
     session_support: float = search.SESSION_SUPPORT["context"],
+    feedback: float = search.FEEDBACK,
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
 
@@ -131,6 +132,7 @@ def build(
                 rrf_k=rrf_k,
                 fusion=fusion,
                 session_support=session_support,
+                feedback=feedback,
                 sure_first=False,  # a budget of several hits: see search.LEAD_FULL
             )["items"]
         )
@@ -205,6 +207,7 @@ def for_prompt(
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
     session_support: float = search.SESSION_SUPPORT["context"],
+    feedback: float = search.FEEDBACK,
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
     relevance bar (two search streams agree on it and it shares the prompt's specific words,
@@ -227,6 +230,7 @@ def for_prompt(
             rrf_k=rrf_k,
             fusion=fusion,
             session_support=session_support,
+            feedback=feedback,
             sure_first=False,
         )["items"]
         if h.get("sessionId") != session_id

@@ -275,8 +275,11 @@ class VectorIndex:
         kinds: Sequence[str] | None = None,
         vector: Sequence[float] | None = None,
         window: Window | None = None,
+        vectors_out: dict[str, Sequence[float]] | None = None,
     ) -> list[KeywordHit]:
-        """Nearest documents in scope (and ``window``), best first; score = cosine similarity."""
+        """Nearest documents in scope (and ``window``), best first; score = cosine similarity.
+        ``vectors_out``, when given, receives the stored vector of every document the index
+        answered with (for ``engram.search.feedback_ranking``: cheaper than asking again)."""
         if scope.all_projects:
             collections = self._project_collections()
         else:
@@ -296,9 +299,12 @@ class VectorIndex:
                 query_embeddings=[list(vector)],
                 n_results=limit,
                 where=where,
-                include=["metadatas", "distances"],
+                include=["metadatas", "distances"]
+                + (["embeddings"] if vectors_out is not None else []),
             )
             ids = result["ids"][0] if result["ids"] else []
+            if vectors_out is not None and result.get("embeddings") is not None:
+                vectors_out.update(zip(ids, result["embeddings"][0], strict=True))
             metas = (result.get("metadatas") or [[]])[0] or []
             dists = (result.get("distances") or [[]])[0] or []
             hits.extend(

@@ -358,8 +358,9 @@ def test_hybrids_rerank_only_the_fused_top_rerank_depth_as_the_server_does(
 def test_hybrids_tune_each_question_as_the_server_does(
     tmp_path: Path, factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reranked question is fused with the reranked session support; a request for advice
-    is neither reranked nor given that support (``engram.search.tune``, ``search.search``)."""
+    """A reranked question is fused with the reranked session support, twice (again with the
+    vector stream's feedback from the first hit); a request for advice is neither reranked nor
+    given that support nor fed back (``engram.search.tune``, ``search.search``)."""
     import engram.search
 
     seen: list[tuple[float, dict[str, float]]] = []
@@ -387,6 +388,7 @@ def test_hybrids_tune_each_question_as_the_server_does(
         hybrid.close()
     bm25, vector = options.bm25_weight, options.vector_weight
     assert seen == [
+        (0.7, {"bm25": bm25, "vector": vector}),
         (0.7, {"bm25": bm25, "vector": vector}),
         (0.1, {"bm25": bm25 * engram.search.ADVICE_BM25, "vector": vector}),
     ]
@@ -587,7 +589,10 @@ def test_cli_runs_vector_and_hybrid_with_a_cache_dir(tmp_path: Path) -> None:
     assert "embedding 30 texts" in first.stderr and "texts/s, ETA" in first.stderr
     assert any(line.startswith("hybrid ") for line in first.stdout.splitlines())
     # the report says how the fused retriever ranked (the server's defaults here)
-    assert "fused retrievers: score fusion, session support 0, no reranker" in first.stdout
+    assert (
+        "fused retrievers: score fusion, session support 0, feedback 0.3, no reranker"
+        in first.stdout
+    )
     second = _bench(*args)
     assert second.returncode == 0 and "embedding" not in second.stderr.replace(
         "embedding/cache", ""
@@ -698,6 +703,9 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert depth.returncode == 2 and "--fusion-depth" in depth.stderr
     rrf_k = _bench("locomo", "--retrievers", "hybrid", "--rrf-k", "-1")
     assert rrf_k.returncode == 2 and "--rrf-k" in rrf_k.stderr
+    for share in ("-0.1", "nan"):
+        feedback = _bench("locomo", "--retrievers", "hybrid", "--feedback", share)
+        assert feedback.returncode == 2 and "--feedback must be >= 0" in feedback.stderr
     model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
     assert model.returncode == 2 and "invalid choice" in model.stderr
     category = _bench("coding-paraphrase", "--retrievers", "bm25", "--category", "nope")
@@ -768,6 +776,7 @@ def test_cli_help_explains_datasets_and_protocols() -> None:
         "e5-small",
         "--fusion-depth",
         "--rrf-k",
+        "--feedback",
     ):
         assert word in result.stdout
 

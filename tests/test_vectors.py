@@ -390,18 +390,90 @@ def test_low_cosines_do_not_make_the_vector_stream_sure(monkeypatch: pytest.Monk
 )
 def test_a_request_for_advice_is_fused_for_meaning(query: str, advice: bool) -> None:
     """A request for advice is answered by what the user said of their situation, in other
-    words: BM25 keeps ``ADVICE_BM25`` of its weight, no sure-first bonus, no reranker."""
+    words: BM25 keeps ``ADVICE_BM25`` of its weight, no sure-first bonus, no feedback from the
+    first hit (often BM25's look-alike), no reranker."""
     weights = {"bm25": 1.0, "vector": 1.3, "graph": 0.15}
     tuning = search.tune(query, weights)
     assert search.asks_advice(query) is advice
     if advice:
         assert tuning == search.Tuning(
-            {"bm25": search.ADVICE_BM25, "vector": 1.3, "graph": 0.15}, False, False
+            {"bm25": search.ADVICE_BM25, "vector": 1.3, "graph": 0.15}, False, False, False
         )
     else:
-        assert tuning == search.Tuning(weights, True, True)
+        assert tuning == search.Tuning(weights, True, True, True)
     assert search.tune(query, weights, sure_first=False).sure_first is False
     assert weights["bm25"] == 1.0  # the caller's weights are not changed
+
+
+def test_feedback_moves_the_query_toward_the_first_hit() -> None:
+    """The vector stream again over the fused candidates: each scored by its cosine with the
+    query's vector plus ``share`` times the first hit's. A record worded like the first hit rises
+    past one that only resembles the question, more with a larger share."""
+    query = [0.0, 1.0, 0.0]
+    vectors = {
+        "first": [1.0, 1.0, 0.0],  # unit length not required: both sides are normalised
+        "like-first": [1.0, 0.6, 0.0],
+        "like-query": [0.0, 0.7, 0.714],
+    }
+    ordered = [
+        KeywordHit(doc_id="first", kind="observation", session_id="s1", score=3.0),
+        KeywordHit(doc_id="like-query", kind="memory", session_id=None, score=2.0),
+        KeywordHit(doc_id="unembedded", kind="observation", session_id="s2", score=1.5),
+        KeywordHit(doc_id="like-first", kind="observation", session_id="s3", score=1.0),
+    ]
+    # cosines with the query alone: first .71, like-query .70, like-first .51
+    small = search.feedback_ranking(query, ordered, vectors, 0.3)
+    assert [h.doc_id for h in small] == ["first", "like-query", "like-first"]
+    large = search.feedback_ranking(query, ordered, vectors, 1.0)
+    assert [h.doc_id for h in large] == ["first", "like-first", "like-query"]
+    # scores are cosines with the moved query; kinds and sessions stay the candidates'
+    moved = [0.0 + 1.0 / 2**0.5, 1.0 + 1.0 / 2**0.5, 0.0]
+    norm = sum(x * x for x in moved) ** 0.5
+    assert abs(large[1].score - (0.857 * moved[0] + 0.514 * moved[1]) / norm) < 2e-3
+    assert (large[2].kind, large[2].session_id) == ("memory", None)
+    assert "unembedded" not in {h.doc_id for h in large}  # no vector: not the stream's to rank
+    # nothing to feed back: share 0, or a first hit without a vector
+    assert search.feedback_ranking(query, ordered, vectors, 0.0) == []
+    assert search.feedback_ranking(query, ordered[2:], vectors, 0.3) == []
+    assert search.feedback_ranking(query, [], vectors, 0.3) == []
+
+
+@needs_local
+def test_hybrid_search_fuses_again_with_the_first_hits_feedback(
+    vectors: Vectors, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hybrid search hands ``feedback_ranking`` the fused order (its first hit first), the
+    query's own vector and the stored vectors Chroma returned with the vector stream's hits, and
+    fuses its ranking as the vector stream; not with ``feedback=0``, for a request for advice or
+    in semantic mode."""
+    _fill(store)
+    _drain(vectors, store)
+    calls: list[tuple[list[str], dict[str, list[float]]]] = []
+    real = search.feedback_ranking
+
+    def spy(query_vector: Any, ordered: Any, found: Any, share: float) -> Any:
+        assert len(query_vector) == 384 and share == 0.3
+        calls.append(([h.doc_id for h in ordered], {d: list(v) for d, v in found.items()}))
+        return real(query_vector, ordered, found, share)
+
+    monkeypatch.setattr(search, "feedback_ranking", spy)
+    scope = Scope("alpha")
+    result = search.search(store, "database connections", scope, vectors=vectors, feedback=0.3)
+    assert result["streams"] == ["bm25", "vector", "graph"] and "degraded" not in result
+    assert len(calls) == 1
+    candidates, found = calls[0]
+    # every candidate in scope (alpha's three and the global memory) came with its vector
+    assert sorted(candidates) == sorted(found) == ["m-global", "o-agent", "o-css", "o-db"]
+    assert candidates[0] in {"o-db", "o-agent"}  # the fused first: a database connection record
+    index = vectors.index()
+    assert index is not None
+    alone = index.embedder.embed([DOCS[0][4]])[0]  # o-db's text, embedded again
+    cosine = sum(a * b for a, b in zip(alone, found["o-db"], strict=True))
+    assert cosine > 0.99  # the vector Chroma stored for it
+    for kwargs in ({"feedback": 0.0}, {"mode": "semantic", "feedback": 0.3}):
+        search.search(store, "database connections", scope, vectors=vectors, **kwargs)
+    search.search(store, "any tips for database connections?", scope, vectors=vectors)
+    assert len(calls) == 1
 
 
 def test_session_support_lifts_a_hit_by_its_sessions_best_hits() -> None:

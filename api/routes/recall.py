@@ -56,6 +56,7 @@ def search_() -> Any:
             session_support=dict(settings().session_support)["search"],
             reranked_support=dict(settings().session_support)["reranked"],
             fusion=settings().fusion,
+            feedback=settings().search_feedback,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
             window=window,
@@ -121,6 +122,7 @@ def context_() -> Any:
             rrf_k=settings().rrf_k,
             session_support=dict(settings().session_support)["context"],
             fusion=settings().fusion,
+            feedback=settings().search_feedback,
         )
     )
 
@@ -157,4 +159,5 @@ def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> 
         rrf_k=settings().rrf_k,
         session_support=dict(settings().session_support)["context"],
         fusion=settings().fusion,
+        feedback=settings().search_feedback,
     )

@@ -77,6 +77,7 @@ def start() -> Any:
         rrf_k=settings().rrf_k,
         session_support=dict(settings().session_support)["context"],
         fusion=settings().fusion,
+        feedback=settings().search_feedback,
     )
     return jsonify({"session": session, **block}), 201 if created else 200
 

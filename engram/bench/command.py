@@ -68,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
     )
     if args.rrf_k < 0:
         return _fail("--rrf-k must be >= 0")
+    if not args.feedback >= 0:  # NaN too
+        return _fail("--feedback must be >= 0")
     if args.rerank_depth < 1:
         return _fail("--rerank-depth must be at least 1")
     reranker = None
@@ -96,6 +98,7 @@ def main(args: argparse.Namespace) -> int:
         embedder=embedder,
         reranker=reranker,
         rerank_depth=args.rerank_depth,
+        feedback=args.feedback,
     )
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
@@ -127,7 +130,9 @@ def main(args: argparse.Namespace) -> int:
     notes = []
     if any(name in FUSED_RETRIEVERS for name in names):
         shown = reranked_support if reranker is not None else support
-        notes.append(report.fusion_note(args.fusion, shown, args.reranker, args.rerank_depth))
+        notes.append(
+            report.fusion_note(args.fusion, shown, args.reranker, args.rerank_depth, args.feedback)
+        )
     print(report.render(dataset, results, args.session_docs, args.markdown, notes))
     if args.json:
         options = {
@@ -141,6 +146,7 @@ def main(args: argparse.Namespace) -> int:
             "rrfK": args.rrf_k,
             "fusion": args.fusion,
             "sessionSupport": support,
+            "feedback": args.feedback,
             "rerankedSupport": reranked_support if reranker is not None else None,
             "reranker": args.reranker,
             "rerankDepth": args.rerank_depth if reranker is not None else None,
@@ -199,6 +205,7 @@ def _context(args: argparse.Namespace) -> int:
             f"reranked={SERVER_SESSION_SUPPORT['reranked']},context={context_support}",
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
+            "ENGRAM_SEARCH_FEEDBACK": str(args.feedback),
         }
         llm_env = None
         if args.context_llm:

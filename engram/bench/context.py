@@ -308,6 +308,7 @@ def score(
                     rrf_k=settings.rrf_k,
                     session_support=dict(settings.session_support)["context"],
                     fusion=settings.fusion,
+                    feedback=settings.search_feedback,
                 )
             else:
                 block = context.build(
@@ -321,6 +322,7 @@ def score(
                     rrf_k=settings.rrf_k,
                     session_support=dict(settings.session_support)["context"],
                     fusion=settings.fusion,
+                    feedback=settings.search_feedback,
                 )
             cell.seconds.append(time.perf_counter() - started)
             text = normalise(block["context"])
@@ -496,6 +498,7 @@ def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) 
                 rrf_k=settings.rrf_k,
                 session_support=dict(settings.session_support)["context"],
                 fusion=settings.fusion,
+                feedback=settings.search_feedback,
             )
             if block["tokens"]:
                 given.append(block["tokens"])

@@ -17,11 +17,9 @@ from engram.bench.datasets import Doc
 from engram.bench.retrievers import (
     Bm25Retriever,
     RetrieverOptions,
+    fused_search,
     keep_texts,
-    named_times_first,
     register,
-    rerank_top,
-    support_for,
 )
 from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
@@ -95,29 +93,16 @@ class HybridGraphRetriever:
         keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
-        from engram.search import fuse, tune
-
         depth = max(limit, self.options.fusion_depth)
         rankings: dict[str, Any] = {
             "bm25": self.streams.hits(query, haystack, depth),
             "vector": self.vector.hits(query, haystack, depth),
             "graph": self.streams.graph_hits(query, haystack, depth),
         }
-        options = self.options
-        tuning = tune(query, self.weights)
-        fused = fuse(
-            rankings,
-            tuning.weights,
-            None,  # every candidate, as the server: a time the query names can lift any
-            k=options.rrf_k,
-            method=options.fusion,
-            sure_first=tuning.sure_first,
-            session_support=support_for(options, tuning.rerank),
-        )
-        hits, again = named_times_first(
-            self.streams.connection(), query, now, [hit for hit, _ in fused]
-        )
-        ordered = again(rerank_top(options, self._texts, query, hits, tuning.rerank))
+        ordered = fused_search(
+            self.options, self.streams.connection(), self.vector, self._texts,
+            query, now, rankings, self.weights,
+        )  # fmt: skip
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:

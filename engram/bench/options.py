@@ -12,6 +12,7 @@ run without options measures what `engram serve` does."""
 SERVER_RRF_K = default("ENGRAM_RRF_K")
 SERVER_FUSION = default("ENGRAM_FUSION")
 SERVER_SESSION_SUPPORT = dict(default("ENGRAM_SESSION_SUPPORT"))
+SERVER_FEEDBACK = default("ENGRAM_SEARCH_FEEDBACK")
 
 DATASETS = (
     "longmemeval-s",
@@ -195,6 +196,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"off; default the server's ENGRAM_SESSION_SUPPORT: {SERVER_SESSION_SUPPORT['search']} "
         f"for ranked runs, {SERVER_SESSION_SUPPORT['reranked']} for questions --reranker "
         f"reorders, {SERVER_SESSION_SUPPORT['context']} with --context)",
+    )
+    parser.add_argument(
+        "--feedback",
+        type=float,
+        default=SERVER_FEEDBACK,
+        metavar="SHARE",
+        help="hybrid: after fusing, move the query's vector toward the fused first hit's by this "
+        "share, score the candidates again and fuse again (0 = off; default "
+        f"{SERVER_FEEDBACK}, the server's ENGRAM_SEARCH_FEEDBACK)",
     )
     parser.add_argument(
         "--rrf-k",

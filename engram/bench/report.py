@@ -219,14 +219,19 @@ def environment_note(found: dict[str, str]) -> str:
     return "measured with " + ", ".join(f"{name} {version}" for name, version in found.items())
 
 
-def fusion_note(fusion: str, session_support: float, reranker: str, rerank_depth: int) -> str:
+def fusion_note(
+    fusion: str, session_support: float, reranker: str, rerank_depth: int, feedback: float = 0.0
+) -> str:
     """How the fused retrievers ranked, so a printed table says what it measured."""
     rerank = (
         f"the fused top {rerank_depth} reranked ({reranker})"
         if reranker != "off"
         else "no reranker"
     )
-    return f"fused retrievers: {fusion} fusion, session support {session_support:g}, {rerank}"
+    fed = f"feedback {feedback:g}" if feedback > 0 else "no feedback"
+    return (
+        f"fused retrievers: {fusion} fusion, session support {session_support:g}, {fed}, {rerank}"
+    )
 
 
 def render(

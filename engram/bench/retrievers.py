@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from engram.analysis import STOP_WORDS
 from engram.bench.datasets import Doc
 from engram.bench.options import (
+    SERVER_FEEDBACK,
     SERVER_FUSION,
     SERVER_RRF_K,
     SERVER_SESSION_SUPPORT,
@@ -61,6 +62,7 @@ class RetrieverOptions:
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
+    feedback: float = SERVER_FEEDBACK  # hybrid: ENGRAM_SEARCH_FEEDBACK (0 is off)
     progress: Callable[[str], None] = _quiet
 
 
@@ -237,6 +239,50 @@ def rerank_top(
     return rerank(options.reranker, query, ordered, head, top)
 
 
+def fused_search(
+    options: RetrieverOptions,
+    conn: Any,
+    vector: Any,
+    texts: dict[str, str],
+    query: str,
+    now: float | None,
+    rankings: dict[str, Any],
+    weights: dict[str, float],
+) -> list[Any]:
+    """The hybrid retrievers' search over their streams' ``rankings``, as the server's
+    ``engram.search.search``: tuned to the query, fused (every candidate), the hits of a time the
+    query names first, fused again with the vector stream's feedback from the first hit
+    (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set."""
+    from engram.search import feedback_ranking, fuse, tune
+
+    tuning = tune(query, weights)
+
+    def fused() -> list[Any]:
+        return [
+            hit
+            for hit, _ in fuse(
+                rankings,
+                tuning.weights,
+                None,  # every candidate, as the server: a time the query names can lift any
+                k=options.rrf_k,
+                method=options.fusion,
+                sure_first=tuning.sure_first,
+                session_support=support_for(options, tuning.rerank),
+            )
+        ]
+
+    hits, again = named_times_first(conn, query, now, fused())
+    if tuning.feedback and options.feedback > 0 and hits:
+        candidates = [hit.doc_id for hit in rankings["vector"]]  # as the server's Chroma query
+        moved = feedback_ranking(
+            vector.query_vector(query), hits, vector.vectors(candidates), options.feedback
+        )
+        if moved:
+            rankings["vector"] = moved
+            hits = again(fused())
+    return again(rerank_top(options, texts, query, hits, tuning.rerank))
+
+
 @register("hybrid")
 class HybridRetriever:
     """The bm25 and vector retrievers' rankings, each asked for the top ``fusion_depth`` (at
@@ -268,29 +314,16 @@ class HybridRetriever:
         keep_texts(self.options, self._texts, docs)
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
-        from engram.search import fuse, tune
-
         depth = max(limit, self.options.fusion_depth)
         rankings = {
             "bm25": self.bm25.hits(query, haystack, depth),
             "vector": self.vector.hits(query, haystack, depth),
         }
-        tuning = tune(
-            query, {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
-        )
-        fused = fuse(
-            rankings,
-            tuning.weights,
-            None,  # every candidate, as the server: a time the query names can lift any
-            k=self.options.rrf_k,
-            method=self.options.fusion,
-            sure_first=tuning.sure_first,
-            session_support=support_for(self.options, tuning.rerank),
-        )
-        hits, again = named_times_first(
-            self.bm25.connection(), query, now, [hit for hit, _ in fused]
-        )
-        ordered = again(rerank_top(self.options, self._texts, query, hits, tuning.rerank))
+        weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
+        ordered = fused_search(
+            self.options, self.bm25.connection(), self.vector, self._texts,
+            query, now, rankings, weights,
+        )  # fmt: skip
         return [hit.doc_id for hit in ordered[:limit]]
 
     def close(self) -> None:

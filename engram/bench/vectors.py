@@ -204,6 +204,7 @@ class VectorRetriever:
         self._ids: dict[str, list[str]] = defaultdict(list)
         self._session: dict[str, str] = {}
         self._keys: dict[str, list[bytes]] = defaultdict(list)
+        self._key_of: dict[str, bytes] = {}
         self._matrix: dict[str, Any] = {}
         self.embed_seconds = 0.0
 
@@ -237,6 +238,7 @@ class VectorRetriever:
             self._ids[doc.haystack].append(doc.doc_id)
             self._session[doc.doc_id] = doc.session
             self._keys[doc.haystack].append(text_key(doc.text))
+            self._key_of[doc.doc_id] = self._keys[doc.haystack][-1]
             self._matrix.pop(doc.haystack, None)
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
@@ -254,11 +256,7 @@ class VectorRetriever:
             matrix = self._matrix[haystack] = np.stack(
                 [self._vectors[k] for k in self._keys[haystack]]
             )
-        key = query_key(self.embedder, query)
-        if key not in self._vectors:
-            self._vectors.update(embed_cached(self.embedder, self.cache, [query], queries=True))
-        vector = self._vectors[key]
-        scores = matrix @ vector
+        scores = matrix @ self.query_vector(query)
         if limit < len(ids):
             top = np.argpartition(-scores, limit - 1)[:limit]
         else:
@@ -266,6 +264,16 @@ class VectorRetriever:
         # best score first; ties by document order (stable, deterministic)
         order = top[np.lexsort((top, -scores[top]))]
         return [(ids[i], float(scores[i])) for i in order]
+
+    def query_vector(self, query: str) -> Any:
+        key = query_key(self.embedder, query)
+        if key not in self._vectors:
+            self._vectors.update(embed_cached(self.embedder, self.cache, [query], queries=True))
+        return self._vectors[key]
+
+    def vectors(self, doc_ids: Sequence[str]) -> dict[str, Any]:
+        """The vectors of those of ``doc_ids`` that were added (``VectorIndex.vectors``)."""
+        return {d: self._vectors[self._key_of[d]] for d in doc_ids if d in self._key_of}
 
     def hits(self, query: str, haystack: str, limit: int) -> list[Any]:
         """``scored`` as the hits ``engram.search.fuse`` takes, each with its session."""
@@ -278,6 +286,7 @@ class VectorRetriever:
 
     def close(self) -> None:
         self._vectors.clear()
+        self._key_of.clear()
         self._matrix.clear()
         self.cache.close()
 
