@@ -115,8 +115,8 @@ turns)."""
 
 FEEDBACK: float = settings.default("ENGRAM_SEARCH_FEEDBACK")
 """Pseudo-relevance feedback (Rocchio) for the vector stream: after a first fusion, the query's
-vector moves toward the fused first hit's by this share, every candidate is scored again with
-it, and the streams are fused again (``feedback_ranking``). A question whose answer is spread
+vector moves toward the fused first hit's by this share, the vector stream's candidates are
+scored again with it, and the streams are fused again (``feedback_ranking``). A question whose answer is spread
 over several records ("How many projects have I led?") matches the clearest of them best; the
 others are worded like it more than like the question, and rise. Measured 0.2-0.5 and from the
 first one or two hits (docs/benchmarks.md, "Feedback from the first hit"): the first hit at

@@ -272,7 +272,8 @@ class VectorRetriever:
         return self._vectors[key]
 
     def vectors(self, doc_ids: Sequence[str]) -> dict[str, Any]:
-        """The vectors of those of ``doc_ids`` that were added (``VectorIndex.vectors``)."""
+        """The vectors of those of ``doc_ids`` that were added (as the server's Chroma query
+        returns its hits' vectors, for ``engram.search.feedback_ranking``)."""
         return {d: self._vectors[self._key_of[d]] for d in doc_ids if d in self._key_of}
 
     def hits(self, query: str, haystack: str, limit: int) -> list[Any]:
