@@ -35,6 +35,7 @@ from engram.schema import context_injections
 from engram.schema import observations as observations_table
 from engram.schema import sessions as sessions_table
 from engram.scope import Scope
+from engram.settings import STREAMS
 from engram.store import Store, insert_ignore, iso, loads, now
 
 if TYPE_CHECKING:
@@ -314,7 +315,8 @@ def _relevant(hit: dict[str, Any], specific: set[str], agreeing: int = 2) -> boo
     document is in every stream's top 10, so agreement alone let "thanks, looks good" pull
     300-500 tokens (19 of 30 unrelated prompts on the coding set)."""
     ranks = hit.get("ranks") or {}
-    if sum(1 for r in ranks.values() if r <= RELEVANT_RANK) < agreeing:
+    # the streams' own ranks: the vector stream's second pass (``feedback``) is not a new witness
+    if sum(1 for s in STREAMS if ranks.get(s, RELEVANT_RANK + 1) <= RELEVANT_RANK) < agreeing:
         return False
     shared = specific & _terms(f"{hit.get('title') or ''}\n{hit.get('text') or ''}")
     return len(shared) >= 2 or any(_names_something(term) for term in shared)

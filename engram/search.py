@@ -490,8 +490,14 @@ def search(
             again = feedback_ranking(query_vector, ordered, stored, feedback)
             if again:
                 rankings["vector"] = again
+                first_ranks = rank_of
                 ordered, rank_of = fused_order()
                 ordered = times_first(ordered, recorded, spans) if spans else ordered
+                for doc_id, ranks in rank_of.items():  # each stream's own rank, and the 2nd pass
+                    if "vector" in ranks:
+                        ranks["feedback"] = ranks.pop("vector")
+                    if "vector" in first_ranks.get(doc_id, {}):
+                        ranks["vector"] = first_ranks[doc_id]["vector"]
         head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []
     if reranker is not None and head:
         try:  # outside the read: a cross-encoder takes a while, and holds no connection

@@ -180,3 +180,14 @@ def test_a_summary_line_ending_in_a_colon_is_kept() -> None:
     ]
     text = context._fit("# h", [("## Last session", items)], 200, {})["context"]
     assert "Request: fix the two failing tests:" in text
+
+
+def test_the_prompt_bar_counts_the_streams_own_ranks_not_the_feedback_pass() -> None:
+    """Agreement is two streams' own top ranks: the vector stream's second pass (``feedback``,
+    its query moved toward the first hit) is not a second witness."""
+    hit = {"title": "Ledger totals", "text": "TestLedgerTotals fails on rounding in ledger.go"}
+    specific = context._terms("why does the ledger rounding break") - context.GENERIC_TERMS
+    assert context._relevant({**hit, "ranks": {"bm25": 2, "vector": 4}}, specific)
+    assert not context._relevant({**hit, "ranks": {"bm25": 2, "feedback": 1}}, specific)
+    assert not context._relevant({**hit, "ranks": {"bm25": 2, "vector": 11}}, specific)
+    assert context._relevant({**hit, "ranks": {"bm25": 2, "vector": 11}}, specific, agreeing=1)

@@ -457,10 +457,20 @@ def test_hybrid_search_fuses_again_with_the_first_hits_feedback(
         return real(query_vector, ordered, found, share)
 
     monkeypatch.setattr(search, "feedback_ranking", spy)
+    # this test's store of record is empty: items are the hits as they are
+    monkeypatch.setattr(
+        search, "hydrate", lambda _conn, hits: [{"id": h.doc_id, "kind": h.kind} for h in hits]
+    )
     scope = Scope("alpha")
+    plain = search.search(store, "database connections", scope, vectors=vectors, feedback=0.0)
     result = search.search(store, "database connections", scope, vectors=vectors, feedback=0.3)
     assert result["streams"] == ["bm25", "vector", "graph"] and "degraded" not in result
     assert len(calls) == 1
+    # each hit reports the vector stream's own rank, and the second pass's as ``feedback``
+    own = {item["id"]: item["ranks"].get("vector") for item in plain["items"]}
+    assert {item["id"]: item["ranks"].get("vector") for item in result["items"]} == own
+    assert all("feedback" in item["ranks"] for item in result["items"] if own[item["id"]])
+    assert not any("feedback" in item["ranks"] for item in plain["items"])
     candidates, found = calls[0]
     # every candidate in scope (alpha's three and the global memory) came with its vector
     assert sorted(candidates) == sorted(found) == ["m-global", "o-agent", "o-css", "o-db"]
@@ -470,8 +480,7 @@ def test_hybrid_search_fuses_again_with_the_first_hits_feedback(
     alone = index.embedder.embed([DOCS[0][4]])[0]  # o-db's text, embedded again
     cosine = sum(a * b for a, b in zip(alone, found["o-db"], strict=True))
     assert cosine > 0.99  # the vector Chroma stored for it
-    for kwargs in ({"feedback": 0.0}, {"mode": "semantic", "feedback": 0.3}):
-        search.search(store, "database connections", scope, vectors=vectors, **kwargs)
+    search.search(store, "database connections", scope, vectors=vectors, mode="semantic")
     search.search(store, "any tips for database connections?", scope, vectors=vectors)
     assert len(calls) == 1
 
