@@ -469,6 +469,7 @@ def test_hybrid_search_fuses_again_with_the_first_hits_feedback(
     # each hit reports the vector stream's own rank, and the second pass's as ``feedback``
     own = {item["id"]: item["ranks"].get("vector") for item in plain["items"]}
     assert {item["id"]: item["ranks"].get("vector") for item in result["items"]} == own
+    assert sum(1 for rank in own.values() if rank) >= 2  # the vector stream ranked them
     assert all("feedback" in item["ranks"] for item in result["items"] if own[item["id"]])
     assert not any("feedback" in item["ranks"] for item in plain["items"])
     candidates, found = calls[0]
