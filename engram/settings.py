@@ -1019,6 +1019,19 @@ class Settings:
         """True when the gateway hosts its own worker (no external broker configured)."""
         return not self.broker_url or self.broker_url.startswith("memory://")
 
+    def fusion_options(self, use: str) -> dict[str, Any]:
+        """How a hybrid search for ``use`` (``search``, ``reranked`` or ``context``, the callers
+        ENGRAM_SESSION_SUPPORT names) fuses its streams: the keywords ``engram.search.search``,
+        ``engram.context.build`` and ``for_prompt`` take, read from these settings in one place
+        (weights, fusion and its RRF k, session support, feedback)."""
+        return {
+            "weights": dict(self.search_weights),
+            "rrf_k": self.rrf_k,
+            "fusion": self.fusion,
+            "session_support": dict(self.session_support)[use],
+            "feedback": self.search_feedback,
+        }
+
     @property
     def secret_file(self) -> Path:
         return self.config_dir / "secret"

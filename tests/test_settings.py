@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
+from engram import context, search
 from engram.settings import SETTINGS, Settings, SettingsError, load_settings
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -122,6 +124,26 @@ def test_fusion_settings_parse(tmp_path: Path) -> None:
     assert dict(one.session_support) == {"search": 0.0, "reranked": 0.0, "context": 0.5}
     with pytest.raises(SettingsError, match="ENGRAM_FUSION"):
         load_settings(environ={"ENGRAM_FUSION": "borda"})
+
+
+def test_fusion_options_are_what_every_search_caller_passes(tmp_path: Path) -> None:
+    s = load_settings(
+        environ={
+            "ENGRAM_CONFIG_DIR": str(tmp_path),
+            "ENGRAM_SEARCH_WEIGHTS": "bm25=2,vector=0.5",
+            "ENGRAM_RRF_K": "7",
+            "ENGRAM_FUSION": "rrf",
+            "ENGRAM_SESSION_SUPPORT": "search=0.1,context=0.4",
+            "ENGRAM_SEARCH_FEEDBACK": "0.6",
+        }
+    )
+    expected = {"weights": {"bm25": 2.0, "vector": 0.5}, "rrf_k": 7, "fusion": "rrf"}
+    assert s.fusion_options("search") == {**expected, "session_support": 0.1, "feedback": 0.6}
+    assert s.fusion_options("context") == {**expected, "session_support": 0.4, "feedback": 0.6}
+    assert s.fusion_options("reranked")["session_support"] == 0.0  # not named: off
+    # the keywords are the ones the search and the context builder take
+    for function in (search.search, context.build, context.for_prompt):
+        assert set(s.fusion_options("search")) <= set(inspect.signature(function).parameters)
 
 
 def test_platform_dirs_match_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,12 +51,8 @@ def search_() -> Any:
             mode=mode,
             kinds=tuple(kinds) if kinds else None,
             vectors=vectors(),
-            weights=dict(settings().search_weights),
-            rrf_k=settings().rrf_k,
-            session_support=dict(settings().session_support)["search"],
+            **settings().fusion_options("search"),
             reranked_support=dict(settings().session_support)["reranked"],
-            fusion=settings().fusion,
-            feedback=settings().search_feedback,
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
             window=window,
@@ -118,11 +114,7 @@ def context_() -> Any:
             session_id=session_id,
             budget_tokens=budget,
             vectors=vectors(),
-            weights=dict(settings().search_weights),
-            rrf_k=settings().rrf_k,
-            session_support=dict(settings().session_support)["context"],
-            fusion=settings().fusion,
-            feedback=settings().search_feedback,
+            **settings().fusion_options("context"),
         )
     )
 
@@ -155,9 +147,5 @@ def _for_prompt(scope: Any, query: Any, session_id: str | None, budget: Any) -> 
         session_id,  # type: ignore[arg-type]
         budget_tokens=tokens,
         vectors=vectors(),
-        weights=dict(settings().search_weights),
-        rrf_k=settings().rrf_k,
-        session_support=dict(settings().session_support)["context"],
-        fusion=settings().fusion,
-        feedback=settings().search_feedback,
+        **settings().fusion_options("context"),
     )

@@ -73,11 +73,7 @@ def start() -> Any:
         query=body.get("query") if isinstance(body.get("query"), str) else None,
         budget_tokens=budget,
         vectors=vectors(),
-        weights=dict(settings().search_weights),
-        rrf_k=settings().rrf_k,
-        session_support=dict(settings().session_support)["context"],
-        fusion=settings().fusion,
-        feedback=settings().search_feedback,
+        **settings().fusion_options("context"),
     )
     return jsonify({"session": session, **block}), 201 if created else 200
 

@@ -304,11 +304,7 @@ def score(
                     f"bench-prompt-{question.question_id}",
                     budget_tokens=cell.budget,
                     vectors=vectors,
-                    weights=dict(settings.search_weights),
-                    rrf_k=settings.rrf_k,
-                    session_support=dict(settings.session_support)["context"],
-                    fusion=settings.fusion,
-                    feedback=settings.search_feedback,
+                    **settings.fusion_options("context"),
                 )
             else:
                 block = context.build(
@@ -318,11 +314,7 @@ def score(
                     session_id=f"bench-new-{question.question_id}",
                     budget_tokens=cell.budget,
                     vectors=vectors,
-                    weights=dict(settings.search_weights),
-                    rrf_k=settings.rrf_k,
-                    session_support=dict(settings.session_support)["context"],
-                    fusion=settings.fusion,
-                    feedback=settings.search_feedback,
+                    **settings.fusion_options("context"),
                 )
             cell.seconds.append(time.perf_counter() - started)
             text = normalise(block["context"])
@@ -494,11 +486,7 @@ def unrelated(store: Any, vectors: Any, settings: Any, projects: Iterable[str]) 
                 f"bench-unrelated-{project}-{n}",
                 budget_tokens=settings.prompt_context_tokens,
                 vectors=vectors,
-                weights=dict(settings.search_weights),
-                rrf_k=settings.rrf_k,
-                session_support=dict(settings.session_support)["context"],
-                fusion=settings.fusion,
-                feedback=settings.search_feedback,
+                **settings.fusion_options("context"),
             )
             if block["tokens"]:
                 given.append(block["tokens"])
