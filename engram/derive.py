@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -323,3 +323,6 @@ class DerivingIndex:
 
     def count(self, conn: Connection) -> int:
         return self.backend.count(conn)
+
+    def frequencies(self, conn: Connection, terms: Mapping[str, str]) -> tuple[int, dict[str, int]]:
+        return self.backend.frequencies(conn, terms)

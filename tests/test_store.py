@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from engram import inbox, memories, observations, sessions, summary
+from engram import analysis, inbox, keyword, memories, observations, sessions, summary
 from engram.compress import compress
 from engram.db import MIGRATIONS, migrate, schema_version
 from engram.events import validate_event
@@ -83,6 +84,42 @@ def test_search_stems_splits_identifiers_and_uses_synonyms(store: Store) -> None
         assert (
             store.keyword.search(conn, 'README" OR "x* NEAR(', Scope("p"), 5)[0].doc_id == "d-other"
         )
+
+
+def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store: Store) -> None:
+    """The share of the query's terms each document holds, each term weighted by log(1 + N /
+    (1 + df)) over the whole index (every project), stemmed and identifiers split as indexed."""
+    docs = {
+        "common": "the worker retried the job",
+        "rare": "the invoice rounding bug in getTotalCents",
+        "both": "the worker fixed invoice rounding",
+        **{f"filler-{n}": f"the worker ran job {n}" for n in range(6)},
+    }
+    with store.write() as conn:
+        for doc_id, body in docs.items():
+            project = "other" if doc_id.startswith("filler") else "p"
+            store.keyword.upsert(conn, KeywordDoc(doc_id, "observation", project, body, 1.0))
+    query = "Why did the worker's invoice rounding fail in total cents?"
+    with store.read() as conn:
+        n_docs, df = store.keyword.frequencies(conn, {"worker": "worker", "invoic": "invoice"})
+        covered = keyword.coverage(conn, store.keyword, query, ["common", "rare", "both", "gone"])
+    assert n_docs == 9 and df == {"worker": 8, "invoic": 2}
+    words = {analysis.stem(w) for w in analysis.words(query)}
+    frequency = {t: sum(t in analysis.index_terms(b) for b in docs.values()) for t in words}
+    weight = {t: math.log(1 + 9 / (1 + f)) for t, f in frequency.items()}
+
+    def share(doc_id: str) -> float:
+        held = set(analysis.index_terms(docs[doc_id]))
+        return sum(w for t, w in weight.items() if t in held) / sum(weight.values())
+
+    assert set(covered) == {"common", "rare", "both"}  # a document the index lacks is left out
+    for doc_id, value in covered.items():
+        assert value == pytest.approx(share(doc_id))
+    # the rare words (invoice, rounding, total, cents via getTotalCents) outweigh the common one
+    assert covered["rare"] > covered["both"] > covered["common"] > 0
+    with store.read() as conn:
+        assert keyword.coverage(conn, store.keyword, "", ["rare"]) == {}
+        assert keyword.coverage(conn, store.keyword, query, []) == {}
 
 
 def test_scope_is_applied_inside_the_index(store: Store) -> None:

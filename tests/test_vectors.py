@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engram import derive, search
+from engram import derive, keyword, search
 from engram import status as engram_status
 from engram.embedders.base import EmbedderError
 from engram.keyword import KeywordDoc, KeywordHit
@@ -346,6 +346,71 @@ def test_a_clear_first_keyword_hit_keeps_its_place(monkeypatch: pytest.MonkeyPat
     assert search._lead(scored(("x", -1.0), ("y", -2.0))) == 0.0  # nor a score below zero
 
 
+def test_the_first_hit_that_holds_the_question_is_believed() -> None:
+    """BM25 and the vector stream put different documents first: the one whose first hit holds
+    clearly more of the question's (IDF-weighted) words is believed. The streams' heads of two
+    real questions, as the server ranked them."""
+    weights = search.DEFAULT_WEIGHTS
+
+    def first(streams: dict[str, list[KeywordHit]], **kwargs: object) -> str:
+        return search.fuse(streams, weights, method="score", **kwargs)[0][0].doc_id  # type: ignore[arg-type]
+
+    # coding-paraphrase "How did we add the money-type field to bills without breaking the rows
+    # already stored?": BM25's first matches common words (field, rows, stored) many times
+    paraphrase = {
+        "bm25": scored(
+            ("etl-07", 4.819),
+            ("ledger-01", 3.577),
+            ("etl-08", 3.082),
+            ("ledger-07", 3.0),
+            ("shop-07", 2.684),
+            ("etl-03", 2.1),
+            ("shop-02", 1.5),
+        ),  # fmt: skip
+        "vector": scored(
+            ("ledger-02", 0.30),
+            ("etl-07", 0.19),
+            ("ledger-01", 0.16),
+            ("ledger-07", 0.152),
+            ("etl-04", 0.147),
+            ("shop-01", 0.12),
+        ),  # fmt: skip
+    }
+    assert first(paraphrase) == "etl-07"  # agreement on BM25's first carries it
+    # the vector stream's first holds as much of the question: it is believed
+    assert first(paraphrase, coverage={"etl-07": 0.39, "ledger-02": 0.42}) == "ledger-02"
+    # ... unless it holds too little of it to judge by (below COVERAGE_MIN)
+    assert first(paraphrase, coverage={"etl-07": 0.15, "ledger-02": 0.20}) == "etl-07"
+    # the context builder (no sure-first bonus) orders as before
+    assert first(paraphrase, coverage={"etl-07": 0.39, "ledger-02": 0.42}, sure_first=False) == (
+        "etl-07"
+    )
+    # LongMemEval-S "Who gave me a new stand mixer as a birthday gift?": both streams sure of
+    # different sessions, so neither bonus counted and agreement on BM25's second won
+    mixer = {
+        "bm25": scored(
+            ("gold", 15.388),
+            ("s1", 7.176),
+            ("s2", 6.126),
+            ("s3", 1.093),
+            ("s4", 0.9),
+        ),  # fmt: skip
+        "vector": scored(("s1", 0.301), ("s3", 0.164), ("s5", 0.149), ("s2", 0.146)),
+    }
+    assert first(mixer) == "s1"
+    # BM25's first holds the rare words (stand, mixer, birthday) the vectors' first lacks
+    covered = {"gold": 0.64, "s1": 0.12}
+    assert first(mixer, coverage=covered) == "gold"
+    fused = search.fuse(mixer, weights, method="score", coverage=covered)
+    plain = search.fuse(mixer, weights, method="score", coverage={"gold": 0.2, "s1": 0.12})
+    bonus = search.LEAD_BONUS["bm25"] * weights["bm25"] / sum(weights[n] for n in mixer)
+    # believed: BM25's whole bonus, whatever the vectors' own lead
+    assert fused[0][0].score - {h.doc_id: h.score for h, _ in plain}["gold"] == pytest.approx(bonus)
+    # no verdict when the first hits agree, or one of them has no coverage
+    assert search._believed({"bm25": ("a", 1, 1), "vector": ("a", 1, 1)}, {"a": 1.0}) is None
+    assert search._believed({"bm25": ("a", 1, 1), "vector": ("b", 1, 1)}, {"a": 1.0}) is None
+
+
 def test_low_cosines_do_not_make_the_vector_stream_sure(monkeypatch: pytest.MonkeyPatch) -> None:
     """LongMemEval-S "Where did I attend for my study abroad program?" (the two streams' top 20
     as the server ranked them): BM25's first hit, the answer, scores twice its second; the
@@ -484,6 +549,52 @@ def test_hybrid_search_fuses_again_with_the_first_hits_feedback(
     search.search(store, "database connections", scope, vectors=vectors, mode="semantic")
     search.search(store, "any tips for database connections?", scope, vectors=vectors)
     assert len(calls) == 1
+
+
+def test_ranked_search_weighs_the_streams_first_hits_by_coverage(
+    vectors: Vectors, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranked hybrid search reads the coverage of BM25's and the vector stream's first hits when
+    they differ and hands it to ``fuse``; the context builder's search (no sure-first bonus) and
+    rank fusion read none."""
+    _fill(store)
+    _drain(vectors, store)
+    given: list[Any] = []
+    real_fuse = search.fuse
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        given.append(kwargs.get("coverage"))
+        return real_fuse(*args, **kwargs)
+
+    monkeypatch.setattr(search, "fuse", spy)
+    scope = Scope("alpha")
+    with store.read() as conn:
+        bm25 = store.keyword.search(conn, "database connections", scope, 40)
+    # make the streams disagree on their first hit: the vector stream answers in reverse
+    index = vectors.index()
+    assert index is not None and len(bm25) >= 2
+    real_search = index.search
+
+    def reversed_search(*args: Any, **kwargs: Any) -> Any:
+        return list(reversed(real_search(*args, **kwargs)))
+
+    monkeypatch.setattr(index, "search", reversed_search)
+    search.search(store, "database connections", scope, vectors=vectors, feedback=0.0)
+    assert len(given) == 1 and given[0] is not None
+    with store.read() as conn:
+        vector_first = reversed_search("database connections", scope, 40)[0].doc_id
+        expected = keyword.coverage(
+            conn, store.keyword, "database connections", [bm25[0].doc_id, vector_first]
+        )
+    assert bm25[0].doc_id != vector_first and given[0] == expected and len(expected) == 2
+    given.clear()
+    search.search(store, "database connections", scope, vectors=vectors, sure_first=False)
+    search.search(store, "database connections", scope, vectors=vectors, fusion="rrf")
+    assert given and all(coverage is None for coverage in given)
+    # first hits that agree need no verdict, and no read
+    with store.read() as conn:
+        same = {"bm25": bm25[:1], "vector": bm25[:1]}
+        assert search.first_coverage(conn, store.keyword, "database", same) is None
 
 
 def test_session_support_lifts_a_hit_by_its_sessions_best_hits() -> None:

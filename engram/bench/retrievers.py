@@ -250,12 +250,19 @@ def fused_search(
     weights: dict[str, float],
 ) -> list[Any]:
     """The hybrid retrievers' search over their streams' ``rankings``, as the server's
-    ``engram.search.search``: tuned to the query, fused (every candidate), the hits of a time the
+    ``engram.search.search``: tuned to the query, fused (every candidate; the streams' first
+    hits weighed by how much of the query each holds, ``first_coverage``), the hits of a time the
     query names first, fused again with the vector stream's feedback from the first hit
     (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set."""
-    from engram.search import feedback_ranking, fuse, tune
+    from engram.keyword import keyword_index_for
+    from engram.search import FUSION, feedback_ranking, first_coverage, fuse, tune
 
     tuning = tune(query, weights)
+    covered = (
+        first_coverage(conn, keyword_index_for(conn), query, rankings)
+        if tuning.sure_first and (options.fusion or FUSION) == "score"
+        else None
+    )
 
     def fused() -> list[Any]:
         return [
@@ -268,6 +275,7 @@ def fused_search(
                 method=options.fusion,
                 sure_first=tuning.sure_first,
                 session_support=support_for(options, tuning.rerank),
+                coverage=covered,
             )
         ]
 
