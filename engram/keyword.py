@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from sqlalchemy import (
@@ -77,7 +78,7 @@ class KeywordIndex(Protocol):
     def count(self, conn: Connection) -> int: ...
     def frequencies(self, conn: Connection, terms: Mapping[str, str]) -> tuple[int, dict[str, int]]:
         """The number of documents in the index, and for each of ``terms`` (stemmed term:
-        the word as the query spells it) how many hold it."""
+        the word as the query spells it) how many hold it (``RememberedFrequencies``)."""
         ...
 
 
@@ -131,6 +132,50 @@ def scope_tokens(doc: KeywordDoc) -> str:
     )
 
 
+DF_DRIFT = 0.1
+"""Remembered document frequencies are forgotten when the index has grown (or shrunk) by this
+share since they were counted: an IDF moves by at most ~0.1 in between."""
+DF_TERMS = 50_000
+"""... or when this many terms are remembered (a few MB)."""
+
+
+class RememberedFrequencies:
+    """Document frequencies kept between queries. Counting a common word's documents reads its
+    whole posting list: over LongMemEval-S's 100,000 turns, counting every question word each
+    time doubled the hybrid search's p50 (9.3 -> 18.7 ms); the common words are the ones every
+    question repeats. Forgotten all at once (``DF_DRIFT``, ``DF_TERMS``)."""
+
+    def __init__(self) -> None:
+        self._df: dict[str, int] = {}
+        self._n_docs = 0
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        n_docs: int,
+        terms: Mapping[str, str],
+        count: Callable[[Mapping[str, str]], dict[str, int]],
+    ) -> dict[str, int]:
+        """The frequency of each of ``terms`` in an index of ``n_docs`` documents, counting
+        (``count``: term -> documents, absent for none) only those not remembered."""
+        with self._lock:
+            if (
+                not self._n_docs
+                or abs(n_docs - self._n_docs) > DF_DRIFT * self._n_docs
+                or len(self._df) > DF_TERMS
+            ):
+                self._df, self._n_docs = {}, n_docs
+            known = {term: self._df[term] for term in terms if term in self._df}
+        missing = {term: word for term, word in terms.items() if term not in known}
+        if missing:
+            counted = count(missing)
+            found = {term: counted.get(term, 0) for term in missing}
+            with self._lock:
+                self._df.update(found)
+            known.update(found)
+        return known
+
+
 class Fts5Index:
     """SQLite FTS5, rowid-aligned with kw_docs.
 
@@ -140,6 +185,9 @@ class Fts5Index:
     """
 
     name = "fts5"
+
+    def __init__(self) -> None:
+        self._frequencies = RememberedFrequencies()
 
     def create(self, conn: Connection) -> None:
         conn.exec_driver_sql(
@@ -242,24 +290,31 @@ class Fts5Index:
         return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())
 
     def frequencies(self, conn: Connection, terms: Mapping[str, str]) -> tuple[int, dict[str, int]]:
-        # FTS5 keeps no document frequency that SQL can read: each word is counted by a MATCH
-        # (0.3 ms a query at p50 over 50,000 observations, 2.7 at p95; docs/benchmarks.md)
-        counted = {
-            term: int(
-                conn.exec_driver_sql(
-                    "SELECT count(*) FROM kw_fts WHERE kw_fts MATCH ?",
-                    ('body : "' + word.replace('"', '""') + '"',),
-                ).scalar_one()
-            )
-            for term, word in terms.items()
-        }
-        return self.count(conn), counted
+        n_docs = self.count(conn)
+
+        def count(words: Mapping[str, str]) -> dict[str, int]:
+            # FTS5 keeps no document frequency that SQL can read: each word is counted by a
+            # MATCH (the porter stemmer applies, as in the ranking)
+            return {
+                term: int(
+                    conn.exec_driver_sql(
+                        "SELECT count(*) FROM kw_fts WHERE kw_fts MATCH ?",
+                        ('body : "' + word.replace('"', '""') + '"',),
+                    ).scalar_one()
+                )
+                for term, word in words.items()
+            }
+
+        return n_docs, self._frequencies.get(n_docs, terms, count)
 
 
 class PostingsIndex:
     """Okapi BM25 over plain SQL tables; the keyword index for PostgreSQL stores."""
 
     name = "postings"
+
+    def __init__(self) -> None:
+        self._frequencies = RememberedFrequencies()
 
     def create(self, conn: Connection) -> None:
         if conn.execute(select(kw_stats.c.id).where(kw_stats.c.id == 1)).first() is None:
@@ -344,13 +399,17 @@ class PostingsIndex:
         return int(conn.execute(select(func.count()).select_from(kw_docs)).scalar_one())
 
     def frequencies(self, conn: Connection, terms: Mapping[str, str]) -> tuple[int, dict[str, int]]:
-        n_docs = conn.execute(select(kw_stats.c.n_docs)).scalar() or 0
-        rows = conn.execute(
-            select(kw_postings.c.term, func.count().label("df"))
-            .where(kw_postings.c.term.in_(list(terms)))
-            .group_by(kw_postings.c.term)
-        )
-        return int(n_docs), {r.term: int(r.df) for r in rows}
+        n_docs = int(conn.execute(select(kw_stats.c.n_docs)).scalar() or 0)
+
+        def count(stems: Mapping[str, str]) -> dict[str, int]:
+            rows = conn.execute(
+                select(kw_postings.c.term, func.count().label("df"))
+                .where(kw_postings.c.term.in_(list(stems)))
+                .group_by(kw_postings.c.term)
+            )
+            return {r.term: int(r.df) for r in rows}
+
+        return n_docs, self._frequencies.get(n_docs, terms, count)
 
 
 def keyword_index_for(conn_or_engine: object) -> KeywordIndex:

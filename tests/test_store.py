@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,27 @@ def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store:
     with store.read() as conn:
         assert keyword.coverage(conn, store.keyword, "", ["rare"]) == {}
         assert keyword.coverage(conn, store.keyword, query, []) == {}
+
+
+def test_document_frequencies_are_counted_once_until_the_index_moves() -> None:
+    """Only terms not remembered are counted; all are forgotten when the index has grown by
+    more than ``DF_DRIFT`` since, and a term no document holds is remembered as 0."""
+    asked: list[list[str]] = []
+
+    def count(terms: Mapping[str, str]) -> dict[str, int]:
+        asked.append(sorted(terms))
+        return {term: 7 for term in terms if term != "absent"}
+
+    remembered = keyword.RememberedFrequencies()
+    assert remembered.get(100, {"a": "a", "absent": "absent"}, count) == {"a": 7, "absent": 0}
+    assert remembered.get(105, {"a": "a", "b": "b", "absent": "absent"}, count) == {
+        "a": 7,
+        "b": 7,
+        "absent": 0,
+    }
+    assert asked == [["a", "absent"], ["b"]]
+    remembered.get(111, {"a": "a"}, count)  # 11 % more documents: counted again
+    assert asked[-1] == ["a"]
 
 
 def test_scope_is_applied_inside_the_index(store: Store) -> None:

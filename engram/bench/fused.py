@@ -100,7 +100,7 @@ class HybridGraphRetriever:
             "graph": self.streams.graph_hits(query, haystack, depth),
         }
         ordered = fused_search(
-            self.options, self.streams.connection(), self.vector, self._texts,
+            self.options, self.streams, self.vector, self._texts,
             query, now, rankings, self.weights,
         )  # fmt: skip
         return [hit.doc_id for hit in ordered[:limit]]

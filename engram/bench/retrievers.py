@@ -241,7 +241,7 @@ def rerank_top(
 
 def fused_search(
     options: RetrieverOptions,
-    conn: Any,
+    keyword_store: Bm25Retriever,
     vector: Any,
     texts: dict[str, str],
     query: str,
@@ -253,13 +253,14 @@ def fused_search(
     ``engram.search.search``: tuned to the query, fused (every candidate; the streams' first
     hits weighed by how much of the query each holds, ``first_coverage``), the hits of a time the
     query names first, fused again with the vector stream's feedback from the first hit
-    (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set."""
-    from engram.keyword import keyword_index_for
+    (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set.
+    ``keyword_store``: the retriever whose store holds the keyword index (times, coverage)."""
     from engram.search import FUSION, feedback_ranking, first_coverage, fuse, tune
 
+    conn = keyword_store.connection()
     tuning = tune(query, weights)
     covered = (
-        first_coverage(conn, keyword_index_for(conn), query, rankings)
+        first_coverage(conn, keyword_store.store.keyword, query, rankings)
         if tuning.sure_first and (options.fusion or FUSION) == "score"
         else None
     )
@@ -329,7 +330,7 @@ class HybridRetriever:
         }
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
         ordered = fused_search(
-            self.options, self.bm25.connection(), self.vector, self._texts,
+            self.options, self.bm25, self.vector, self._texts,
             query, now, rankings, weights,
         )  # fmt: skip
         return [hit.doc_id for hit in ordered[:limit]]
