@@ -31,6 +31,9 @@ turn (cumulative: the same store grows), then measured:
             keyword       search.search(mode="keyword"): bm25 + hydrate
             bm25          the keyword index's stream alone (store.keyword.search)
             graph         graph.stream alone
+            coverage      search.first_coverage alone, over the bm25 and vector streams' top
+                          hits (hits: 2 when their first hits differ and it was read, else 0):
+                          what ranked hybrid search adds to weigh the two first hits
             vec-embed     query embedding alone (VectorIndex.embed_query, the real model)
             vec-chroma    Chroma query alone (VectorIndex.search with the vector given)
             vec-pool      VectorIndex.search (embedding + Chroma) submitted to search's pool,
@@ -101,6 +104,7 @@ BLOCKS = (
     "keyword",
     "bm25",
     "graph",
+    "coverage",
     "vec-embed",
     "vec-chroma",
     "vec-pool",
@@ -436,6 +440,25 @@ def run_block(
                 hits = stream(conn, q, scope)
                 block.seconds.append(time.perf_counter() - t0)
                 block.hits.append(hits)
+        return
+    if name == "coverage":
+        with store.read() as conn:
+
+            def streams(q: str, scope: Scope) -> dict[str, Any]:
+                return {
+                    "bm25": store.keyword.search(conn, q, scope, DEPTH, None),
+                    "vector": index.search(q, scope, DEPTH, None),
+                }
+
+            for q, project, _ in warmup:
+                search.first_coverage(conn, store.keyword, q, streams(q, Scope(project)))
+            block = blocks.setdefault(name, Block())
+            for q, project, _ in queries:
+                rankings = streams(q, Scope(project))
+                t0 = time.perf_counter()
+                covered = search.first_coverage(conn, store.keyword, q, rankings)
+                block.seconds.append(time.perf_counter() - t0)
+                block.hits.append(len(covered or {}))
         return
     if name == "vec-embed":  # vec-embed and vec-chroma from one loop
         for q, project, _ in warmup:
