@@ -8,6 +8,7 @@ widens queries over code vocabulary (``db`` finds ``database``).
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from functools import lru_cache
 
 import snowballstemmer
@@ -205,6 +206,23 @@ def words(text: str) -> list[str]:
 def index_terms(text: str) -> list[str]:
     """Stemmed terms of a document (stop words kept: they cost little at index time)."""
     return [stem(w) for w in words(text)]
+
+
+_HEAD_ALIASES = {"di": "dy", "li": "ly", "ti": "ty"}
+"""Snowball's only stems that begin unlike their word: dying, lying, tying -> die, lie, tie."""
+
+
+def held_terms(text: str, terms: Collection[str]) -> set[str]:
+    """The stemmed ``terms`` that ``text``'s ``index_terms`` hold, stemming only the words that
+    begin as one of the terms does (a stem keeps its word's first two letters, ``_HEAD_ALIASES``
+    aside): a third of the time of stemming every word of a long text."""
+    heads = {term[:2] for term in terms}
+    heads |= {_HEAD_ALIASES[head] for head in heads if head in _HEAD_ALIASES}
+    found: set[str] = set()
+    for word in words(text):
+        if word[:2] in heads and (term := stem(word)) in terms:
+            found.add(term)
+    return found
 
 
 def query_groups(query: str) -> list[tuple[str, ...]]:

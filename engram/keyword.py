@@ -418,30 +418,34 @@ def keyword_index_for(conn_or_engine: object) -> KeywordIndex:
     return Fts5Index() if dialect == "sqlite" else PostingsIndex()
 
 
-def coverage(
-    conn: Connection, index: KeywordIndex, query: str, doc_ids: Sequence[str]
-) -> dict[str, float]:
-    """How much of ``query`` each of ``doc_ids`` holds: the share of the query's terms (stemmed,
-    identifiers split, as the index reads them) that the document's indexed text contains, each
-    term weighted by its inverse document frequency over the whole index, log(1 + N / (1 + df)),
-    so a rare word the document holds counts for more than a common one. Documents the index no
-    longer has are left out."""
+def term_weights(conn: Connection, index: KeywordIndex, query: str) -> dict[str, float]:
+    """The query's terms (stemmed, identifiers split, as the index reads them), each weighted by
+    its inverse document frequency over the whole index, log(1 + N / (1 + df)): a rare word
+    counts for more than a common one. Empty for a query without words."""
     words: dict[str, str] = {}
     for word in analysis.words(query):
         words.setdefault(analysis.stem(word), word)
-    if not words or not doc_ids:
+    if not words:
         return {}
     n_docs, df = index.frequencies(conn, words)
-    weight = {term: math.log(1 + n_docs / (1 + df.get(term, 0))) for term in words}
-    total = sum(weight.values())
-    if total <= 0:
+    return {term: math.log(1 + n_docs / (1 + df.get(term, 0))) for term in words}
+
+
+def coverage(
+    conn: Connection, weights: Mapping[str, float], doc_ids: Sequence[str]
+) -> dict[str, float]:
+    """How much of a query each of ``doc_ids`` holds: the share of the query's ``weights``
+    (``term_weights``) whose terms the document's indexed text contains. Documents the index no
+    longer has are left out."""
+    total = sum(weights.values())
+    if total <= 0 or not doc_ids:
         return {}
     rows = conn.execute(
         select(kw_docs.c.doc_id, kw_docs.c.body).where(kw_docs.c.doc_id.in_(doc_ids))
     )
-    held = {row.doc_id: set(analysis.index_terms(row.body or "")) for row in rows}
+    held = {row.doc_id: analysis.held_terms(row.body or "", weights) for row in rows}
     return {
-        doc_id: sum(w for term, w in weight.items() if term in terms) / total
+        doc_id: sum(w for term, w in weights.items() if term in terms) / total
         for doc_id, terms in held.items()
     }
 

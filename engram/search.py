@@ -339,14 +339,21 @@ def _believed(
 
 
 def first_coverage(
-    conn: Any, index: keyword.KeywordIndex, query: str, rankings: Mapping[str, Sequence[KeywordHit]]
+    conn: Any,
+    index: keyword.KeywordIndex,
+    query: str,
+    rankings: Mapping[str, Sequence[KeywordHit]],
+    weights: Mapping[str, float] | None = None,
 ) -> dict[str, float] | None:
     """``keyword.coverage`` of BM25's and the vector stream's first hits when they differ (what
-    ``fuse`` weighs them by), else None: nothing to decide, and no read."""
+    ``fuse`` weighs them by), else None: nothing to decide, and no read. ``weights``: the query's
+    ``keyword.term_weights`` when already read."""
     firsts = {rankings[name][0].doc_id for name in ("bm25", "vector") if rankings.get(name)}
     if len(firsts) < 2:
         return None
-    return keyword.coverage(conn, index, query, sorted(firsts))
+    if weights is None:
+        weights = keyword.term_weights(conn, index, query)
+    return keyword.coverage(conn, weights, sorted(firsts))
 
 
 def _support_sessions(
@@ -511,9 +518,14 @@ def search(
         graph_future = _pool.submit(
             _graph_stream, store, query, scope, graph_depth(limit), kinds, window
         )
+    weigh_firsts = sure_first and (fusion or FUSION) == "score" and len(preset.streams) > 1
+    term_weights: dict[str, float] | None = None
     with store.read() as conn:
         if "bm25" in preset.streams:
             rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds, window)
+            if weigh_firsts and rankings["bm25"] and future is not None:
+                # while the vector stream runs: what the first hits are weighed by (fuse)
+                term_weights = keyword.term_weights(conn, store.keyword, query)
         if graph_future is not None:
             rankings["graph"] = graph_future.result()
         query_vector: Sequence[float] | None = None
@@ -525,8 +537,8 @@ def search(
                 log.warning("vector stream failed, answering without it: %s", exc)
 
         covered = (
-            first_coverage(conn, store.keyword, query, rankings)
-            if sure_first and (fusion or FUSION) == "score"
+            first_coverage(conn, store.keyword, query, rankings, term_weights)
+            if weigh_firsts
             else None
         )
 

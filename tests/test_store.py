@@ -103,8 +103,10 @@ def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store:
     query = "Why did the worker's invoice rounding fail in total cents?"
     with store.read() as conn:
         n_docs, df = store.keyword.frequencies(conn, {"worker": "worker", "invoic": "invoice"})
-        covered = keyword.coverage(conn, store.keyword, query, ["common", "rare", "both", "gone"])
+        weights = keyword.term_weights(conn, store.keyword, query)
+        covered = keyword.coverage(conn, weights, ["common", "rare", "both", "gone"])
     assert n_docs == 9 and df == {"worker": 8, "invoic": 2}
+    assert weights["worker"] == pytest.approx(math.log(1 + 9 / 9))
     words = {analysis.stem(w) for w in analysis.words(query)}
     frequency = {t: sum(t in analysis.index_terms(b) for b in docs.values()) for t in words}
     weight = {t: math.log(1 + 9 / (1 + f)) for t, f in frequency.items()}
@@ -119,8 +121,31 @@ def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store:
     # the rare words (invoice, rounding, total, cents via getTotalCents) outweigh the common one
     assert covered["rare"] > covered["both"] > covered["common"] > 0
     with store.read() as conn:
-        assert keyword.coverage(conn, store.keyword, "", ["rare"]) == {}
-        assert keyword.coverage(conn, store.keyword, query, []) == {}
+        assert keyword.term_weights(conn, store.keyword, "?!") == {}
+        assert keyword.coverage(conn, {}, ["rare"]) == {}
+        assert keyword.coverage(conn, weights, []) == {}
+
+
+def test_held_terms_are_the_index_terms_among_those_asked() -> None:
+    """``held_terms`` stems only the words that can stem to an asked term, and finds exactly what
+    stemming every word would (Snowball's stems that begin unlike their word included)."""
+    texts = [
+        "Traceback: ConnectionRefusedError in getUserById while retrying the migrations",
+        "The dying worker kept lying about tying up the queue; skies were clear, news was old",
+        "pytest tests/test_cart.py::test_totals -x  FAILED  AssertionError: 3 != 4",
+        "",
+    ]
+    queries = [
+        "why was the connection refused when we retried?",
+        "die lie tie sky news",
+        "which cart test failed its totals assertion",
+        "user id by get",
+    ]
+    for query in queries:
+        terms = {analysis.stem(w) for w in analysis.words(query)}
+        for text in texts:
+            assert analysis.held_terms(text, terms) == set(analysis.index_terms(text)) & terms
+    assert analysis.held_terms(texts[1], {"die", "lie", "tie"}) == {"die", "lie", "tie"}
 
 
 def test_document_frequencies_are_counted_once_until_the_index_moves() -> None:

@@ -583,9 +583,8 @@ def test_ranked_search_weighs_the_streams_first_hits_by_coverage(
     assert len(given) == 1 and given[0] is not None
     with store.read() as conn:
         vector_first = reversed_search("database connections", scope, 40)[0].doc_id
-        expected = keyword.coverage(
-            conn, store.keyword, "database connections", [bm25[0].doc_id, vector_first]
-        )
+        weights = keyword.term_weights(conn, store.keyword, "database connections")
+        expected = keyword.coverage(conn, weights, [bm25[0].doc_id, vector_first])
     assert bm25[0].doc_id != vector_first and given[0] == expected and len(expected) == 2
     given.clear()
     search.search(store, "database connections", scope, vectors=vectors, sure_first=False)
