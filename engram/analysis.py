@@ -213,15 +213,31 @@ _HEAD_ALIASES = {"di": "dy", "li": "ly", "ti": "ty"}
 
 
 def held_terms(text: str, terms: Collection[str]) -> set[str]:
-    """The stemmed ``terms`` that ``text``'s ``index_terms`` hold, stemming only the words that
-    begin as one of the terms does (a stem keeps its word's first two letters, ``_HEAD_ALIASES``
-    aside): a third of the time of stemming every word of a long text."""
+    """The stemmed ``terms`` that ``text``'s ``index_terms`` hold (``held_positions``)."""
+    return {term for _, term in held_positions(text, terms)}
+
+
+def held_positions(text: str, terms: Collection[str]) -> list[tuple[int, str]]:
+    """Where ``text`` holds the stemmed ``terms``: (offset of the word, its term), in order, as
+    ``index_terms`` reads the text (an identifier's parts at the identifier's offset). Only the
+    words that begin as one of the terms does are stemmed (a stem keeps its word's first two
+    letters, ``_HEAD_ALIASES`` aside): a third of the time of stemming every word."""
     heads = {term[:2] for term in terms}
     heads |= {_HEAD_ALIASES[head] for head in heads if head in _HEAD_ALIASES}
-    found: set[str] = set()
-    for word in words(text):
-        if word[:2] in heads and (term := stem(word)) in terms:
-            found.add(term)
+    found: list[tuple[int, str]] = []
+    for match in _WORD.finditer(text):
+        token = match.group(0)
+        if len(token) > MAX_TERM_LENGTH:
+            continue
+        lowered = token.lower()
+        candidates = [lowered]
+        if not token.islower() and not token.isupper() and not token.isdigit():
+            pieces = [p.lower() for p in split_identifier(token)]
+            if len(pieces) > 1:
+                candidates.extend(pieces)
+        for word in candidates:
+            if word[:2] in heads and (term := stem(word)) in terms:
+                found.append((match.start(), term))
     return found
 
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from engram import analysis
 from engram.httpjson import EndpointError, post_json
 
 if TYPE_CHECKING:
@@ -87,15 +89,21 @@ def local_files() -> tuple[Path, Path]:
 
 class LocalCrossEncoder:
     """The cross-encoder on onnxruntime, loaded on first use, one thread (a search runs beside
-    capture), with onnxruntime's memory arena (``ARENA``)."""
+    capture), with onnxruntime's memory arena (``ARENA``). A passage longer than the model
+    reads (``max_tokens`` with the query) is cut to its part that holds the most of the query's
+    words (``focus``), not to its beginning."""
 
     name = LOCAL_NAME
 
-    def __init__(self, threads: int = 1, max_tokens: int = MAX_TOKENS) -> None:
+    def __init__(
+        self, threads: int = 1, max_tokens: int | None = None, batch: int | None = None
+    ) -> None:
         self.threads = threads
-        self.max_tokens = max_tokens
+        self.max_tokens = MAX_TOKENS if max_tokens is None else max_tokens
+        self.batch = BATCH if batch is None else batch
         self._session: Any = None
         self._tokenizer: Any = None
+        self._whole: Any = None  # the same tokenizer, never truncating: a passage's own tokens
         self._inputs: set[str] = set()
         self._lock = threading.Lock()
 
@@ -114,6 +122,9 @@ class LocalCrossEncoder:
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
             tokenizer.no_padding()
             tokenizer.enable_truncation(self.max_tokens, strategy="only_second")
+            whole = Tokenizer.from_file(str(tokenizer_file))
+            whole.no_padding()
+            whole.no_truncation()
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
@@ -123,21 +134,38 @@ class LocalCrossEncoder:
                 str(model), options, providers=["CPUExecutionProvider"]
             )
             self._inputs = {i.name for i in session.get_inputs()}
-            self._tokenizer, self._session = tokenizer, session
+            self._tokenizer, self._whole, self._session = tokenizer, whole, session
+
+    def focused(self, query: str, passages: Sequence[str]) -> tuple[str, list[str]]:
+        """The query and each passage as the model will read them: the query's first half of
+        the model's room at most; a passage whole when it fits beside it, else its ``focus``
+        window that fits."""
+        self.load()
+        encoded = self._whole.encode(query)  # [CLS] query [SEP]: the pair adds one [SEP]
+        most = self.max_tokens // 2
+        if len(encoded.ids) > most:
+            query = query[: encoded.offsets[most - 2][1]]
+            encoded = self._whole.encode(query)
+        room = self.max_tokens - len(encoded.ids) - 1
+        terms = query_terms(query)
+        return query, [focus(self._whole, terms, passage, room) for passage in passages]
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         import numpy as np
 
-        self.load()
-        scores: list[float] = []
-        for start in range(0, len(passages), BATCH):
-            batch = passages[start : start + BATCH]
-            encoded = self._tokenizer.encode_batch([(query, p) for p in batch])
-            width = max(len(e.ids) for e in encoded)
-            ids = np.zeros((len(batch), width), dtype=np.int64)
+        query, read = self.focused(query, passages)  # loads the model on first use
+        encoded = self._tokenizer.encode_batch([(query, p) for p in read])
+        # pairs of like length run together: a batch pads each pair to its longest
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        scores = [0.0] * len(encoded)
+        for start in range(0, len(order), self.batch):
+            rows = order[start : start + self.batch]
+            width = max(len(encoded[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
-            for row, e in enumerate(encoded):
+            for row, i in enumerate(rows):
+                e = encoded[i]
                 ids[row, : len(e.ids)] = e.ids
                 mask[row, : len(e.ids)] = e.attention_mask
                 types[row, : len(e.ids)] = e.type_ids
@@ -145,8 +173,79 @@ class LocalCrossEncoder:
             (logits,) = self._session.run(
                 None, {k: v for k, v in feed.items() if k in self._inputs}
             )
-            scores.extend(float(x) for x in np.asarray(logits).reshape(len(batch), -1)[:, 0])
+            for i, value in zip(rows, np.asarray(logits).reshape(len(rows), -1)[:, 0], strict=True):
+                scores[i] = float(value)
         return scores
+
+
+def query_terms(query: str) -> frozenset[str]:
+    """The stems a window is chosen by: the query's words less stop words (all of them when the
+    query is nothing else)."""
+    words = analysis.words(query)
+    kept = [w for w in words if w not in analysis.STOP_WORDS] or words
+    return frozenset(analysis.stem(w) for w in kept)
+
+
+CHARS_PER_TOKEN = 8
+"""A bound on how many characters one of the model's tokens spans in an observation (code and
+logs run at 3-4, prose at 4-5): a passage is first cut to ``room`` times this many characters
+around what it holds, so only that much is tokenized (the tokenizer, not the model, was the
+cost of reading 20 long passages: ~0.6 ms each for 2,000 characters)."""
+
+
+def focus(tokenizer: Any, terms: frozenset[str], passage: str, room: int) -> str:
+    """The part of ``passage`` that fits in ``room`` of the model's tokens and holds the most of
+    ``terms`` (each counted once), the room left spread before and after what it holds; the
+    passage itself when it fits, its beginning when it holds none."""
+    if room < 1:
+        return passage
+    held = analysis.held_positions(passage, terms)  # (character offset, term)
+    span = room * CHARS_PER_TOKEN
+    if len(passage) > span:
+        begin = _around(held, span, len(passage))
+        if begin:  # start at a word, not inside one
+            while begin < len(passage) and passage[begin - 1].isalnum():
+                begin += 1
+        passage = passage[begin : begin + span]
+        held = [(at - begin, term) for at, term in held if begin <= at < begin + span]
+    encoding = tokenizer.encode(passage, add_special_tokens=False)
+    offsets = encoding.offsets
+    if len(offsets) <= room:
+        return passage
+    starts = [start for start, _ in offsets]
+    positions = [(bisect_right(starts, at) - 1, term) for at, term in held]
+    begin = _around(positions, room, len(offsets))
+    end = begin + room - 1
+    words = encoding.word_ids
+    while begin and begin < end and words[begin] is not None and words[begin] == words[begin - 1]:
+        begin += 1  # no word cut at its head
+    while end + 1 < len(words) and end > begin and words[end] == words[end + 1]:
+        end -= 1  # nor at its tail
+    return passage[offsets[begin][0] : offsets[end][1]]
+
+
+def _around(held: Sequence[tuple[int, str]], width: int, length: int) -> int:
+    """Where a window of ``width`` positions (of ``length``) begins that holds the most distinct
+    terms of ``held`` (position, term; in order), the room it has left spread evenly before and
+    after them; 0 when nothing is held."""
+    best = (0, 0, 0)  # (distinct terms, first, last) positions of the best window
+    counts: dict[str, int] = {}
+    left = 0
+    for position, term in held:
+        counts[term] = counts.get(term, 0) + 1
+        while position - held[left][0] >= width:
+            gone = held[left][1]
+            counts[gone] -= 1
+            if not counts[gone]:
+                del counts[gone]
+            left += 1
+        if len(counts) > best[0]:
+            best = (len(counts), held[left][0], position)
+    found, first, last = best
+    if not found:
+        return 0
+    spare = width - (last - first + 1)
+    return max(0, min(first - spare // 2, length - width))
 
 
 class HttpReranker:

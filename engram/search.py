@@ -338,6 +338,12 @@ def _believed(
     return "vector" if coverage[other] >= COVERAGE_MIN else None
 
 
+def weighs_firsts(sure_first: bool, fusion: str | None, streams: int) -> bool:
+    """Whether a search weighs the streams' first hits by coverage (``first_coverage``): ranked
+    search (``sure_first``) fused by score, over more than one stream."""
+    return sure_first and (fusion or FUSION) == "score" and streams > 1
+
+
 def first_coverage(
     conn: Any,
     index: keyword.KeywordIndex,
@@ -518,7 +524,7 @@ def search(
         graph_future = _pool.submit(
             _graph_stream, store, query, scope, graph_depth(limit), kinds, window
         )
-    weigh_firsts = sure_first and (fusion or FUSION) == "score" and len(preset.streams) > 1
+    weigh_firsts = weighs_firsts(sure_first, fusion, len(preset.streams))
     term_weights: dict[str, float] | None = None
     with store.read() as conn:
         if "bm25" in preset.streams:

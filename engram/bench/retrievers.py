@@ -255,13 +255,13 @@ def fused_search(
     query names first, fused again with the vector stream's feedback from the first hit
     (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set.
     ``keyword_store``: the retriever whose store holds the keyword index (times, coverage)."""
-    from engram.search import FUSION, feedback_ranking, first_coverage, fuse, tune
+    from engram.search import feedback_ranking, first_coverage, fuse, tune, weighs_firsts
 
     conn = keyword_store.connection()
     tuning = tune(query, weights)
     covered = (
         first_coverage(conn, keyword_store.store.keyword, query, rankings)
-        if tuning.sure_first and (options.fusion or FUSION) == "score"
+        if weighs_firsts(tuning.sure_first, options.fusion, len(rankings))
         else None
     )
 
