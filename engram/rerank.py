@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import time
 from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,12 +59,20 @@ BATCH = 1
 every pair to its longest, and the int8 kernels gain nothing from the batch."""
 
 
+MIN_DEPTH = 3
+"""A time budget never cuts the reranker below this many hits: fewer is hardly a reordering."""
+LEARN = 0.2
+"""How far each search moves the local model's estimate of its cost per passage."""
+
+
 class RerankError(RuntimeError):
     """The reranker could not score (not installed, unreachable, a malformed answer)."""
 
 
 class Reranker(Protocol):
     name: str
+    pair_ms: float | None
+    """What reading one passage costs, measured (ms); None when unknown (a remote endpoint)."""
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One relevance score per passage, higher is better (any scale)."""
@@ -106,6 +115,7 @@ class LocalCrossEncoder:
         self._whole: Any = None  # the same tokenizer, never truncating: a passage's own tokens
         self._inputs: set[str] = set()
         self._lock = threading.Lock()
+        self.pair_ms: float | None = None
 
     def load(self) -> None:
         with self._lock:
@@ -135,12 +145,17 @@ class LocalCrossEncoder:
             )
             self._inputs = {i.name for i in session.get_inputs()}
             self._tokenizer, self._whole, self._session = tokenizer, whole, session
+            # one passage of the full room: the first cost a time budget is spent by
+            self._score("warm up", ["warm up " * self.max_tokens])
 
     def focused(self, query: str, passages: Sequence[str]) -> tuple[str, list[str]]:
         """The query and each passage as the model will read them: the query's first half of
         the model's room at most; a passage whole when it fits beside it, else its ``focus``
         window that fits."""
         self.load()
+        return self._focused(query, passages)
+
+    def _focused(self, query: str, passages: Sequence[str]) -> tuple[str, list[str]]:
         encoded = self._whole.encode(query)  # [CLS] query [SEP]: the pair adds one [SEP]
         most = self.max_tokens // 2
         if len(encoded.ids) > most:
@@ -151,9 +166,14 @@ class LocalCrossEncoder:
         return query, [focus(self._whole, terms, passage, room) for passage in passages]
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.load()
+        return self._score(query, passages)
+
+    def _score(self, query: str, passages: Sequence[str]) -> list[float]:
         import numpy as np
 
-        query, read = self.focused(query, passages)  # loads the model on first use
+        query, read = self._focused(query, passages)
+        started = time.perf_counter()
         encoded = self._tokenizer.encode_batch([(query, p) for p in read])
         # pairs of like length run together: a batch pads each pair to its longest
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
@@ -175,7 +195,22 @@ class LocalCrossEncoder:
             )
             for i, value in zip(rows, np.asarray(logits).reshape(len(rows), -1)[:, 0], strict=True):
                 scores[i] = float(value)
+        if encoded:
+            cost = (time.perf_counter() - started) * 1000.0 / len(encoded)
+            self.pair_ms = (
+                cost if self.pair_ms is None else self.pair_ms + LEARN * (cost - self.pair_ms)
+            )
         return scores
+
+
+def depth_within(reranker: Reranker, budget_ms: float, most: int) -> int:
+    """How many of the fused top hits ``reranker`` reads: as many of ``most`` as its measured
+    cost per passage fits in ``budget_ms``, never fewer than ``MIN_DEPTH``; ``most`` when
+    there is no budget (0) or no measured cost."""
+    cost = reranker.pair_ms
+    if budget_ms <= 0 or not cost:
+        return most
+    return max(min(most, MIN_DEPTH), min(most, int(budget_ms // cost)))
 
 
 def query_terms(query: str) -> frozenset[str]:
@@ -260,6 +295,7 @@ class HttpReranker:
         self.name = f"http-{model or 'default'}"
         self._api_key = api_key
         self.timeout = timeout
+        self.pair_ms: float | None = None  # one request, however many passages: not budgeted
 
     def __repr__(self) -> str:  # never shows the key
         return f"HttpReranker(url={self.url!r}, model={self.model!r})"

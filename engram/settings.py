@@ -589,6 +589,17 @@ SETTINGS: tuple[Spec, ...] = (
         "keep fusion's order below them.",
     ),
     Spec(
+        "ENGRAM_RERANK_BUDGET_MS",
+        "rerank_budget_ms",
+        _non_negative_float,
+        60.0,
+        "Local reranker: the milliseconds one search's cross-encoder may take. It reads as many "
+        "of the fused top hits (at most ENGRAM_RERANK_DEPTH, at least 3) as its own measured "
+        "cost per passage fits in this, so a reranked search stays near 80 ms on any CPU "
+        '(at 50k observations here: ~18 ms a passage, so 3 read; docs/benchmarks.md, "The '
+        'reranker within a time budget"). 0: always read ENGRAM_RERANK_DEPTH.',
+    ),
+    Spec(
         "ENGRAM_RERANK_THREADS",
         "rerank_threads",
         _positive_int,
@@ -955,6 +966,7 @@ class Settings:
     search_feedback: float
     reranker: str
     rerank_depth: int
+    rerank_budget_ms: float
     rerank_threads: int
     reranker_url: str
     reranker_model: str

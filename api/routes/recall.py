@@ -55,6 +55,7 @@ def search_() -> Any:
             reranked_support=dict(settings().session_support)["reranked"],
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
+            rerank_budget_ms=settings().rerank_budget_ms,
             window=window,
         )
     except search.SearchUnavailable as exc:

@@ -191,10 +191,15 @@ def vector_retriever(workdir: Path, options: RetrieverOptions | None = None) -> 
 
 def support_for(options: RetrieverOptions, reranked: bool) -> float:
     """The session support a query is fused with: the reranked share when the reranker will
-    read its fused top (as ``engram.search.search`` chooses)."""
-    if options.reranker is not None and reranked:
-        return options.reranked_support
-    return options.session_support
+    read enough of its fused top (``engram.search.support_share``, as the server chooses)."""
+    from engram.search import support_share
+
+    return support_share(
+        options.reranker is not None and reranked,
+        options.rerank_depth,
+        options.session_support,
+        options.reranked_support,
+    )
 
 
 def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[Doc]) -> None:

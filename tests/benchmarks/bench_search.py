@@ -25,8 +25,9 @@ turn (cumulative: the same store grows), then measured:
             hybrid-dated  hybrid with " two weeks ago" appended to the query: the candidates'
                           times read and those of that time put first (search.times_first)
             hybrid-rerank with --reranker local only: hybrid, then the local cross-encoder
-                          over the fused top --rerank-depth (hydrated title + text), as
-                          POST /v1/search does with ENGRAM_RERANKER=local
+                          over the fused top --rerank-depth (hydrated title + text) or as
+                          many of them as fit in --rerank-budget ms, as POST /v1/search
+                          does with ENGRAM_RERANKER=local; hits: how many it read
             hybrid-novec  the same without the vector index (bm25 + graph)
             keyword       search.search(mode="keyword"): bm25 + hydrate
             bm25          the keyword index's stream alone (store.keyword.search)
@@ -344,6 +345,7 @@ def runners(
     weights: dict[str, float],
     reranker: Any = None,
     rerank_depth: int = search.RERANK_DEPTH,
+    rerank_budget: float = search.RERANK_BUDGET_MS,
 ) -> dict[str, Callable[[str, Scope], int]]:
     """One callable per block: runs one query, returns its hit count (timed by the caller).
     ``hybrid-rerank`` only when a reranker is given (--reranker)."""
@@ -383,10 +385,11 @@ def runners(
             weights=weights,
             reranker=reranker,
             rerank_depth=rerank_depth,
+            rerank_budget_ms=rerank_budget,
         )
         if "rerank" in result.get("degraded", {}):
             raise RuntimeError(f"the reranker failed: {result['degraded']['rerank']}")
-        return len(result["items"])
+        return int(result.get("reranked", 0))
 
     return {
         "hybrid": hybrid,
@@ -496,10 +499,14 @@ def measure(
     if args.reranker == "local":
         from engram.rerank import LocalCrossEncoder
 
-        tokens = {"max_tokens": args.rerank_tokens} if args.rerank_tokens else {}
-        reranker = LocalCrossEncoder(threads=args.rerank_threads, **tokens)
+        reranker = LocalCrossEncoder(
+            threads=args.rerank_threads, max_tokens=args.rerank_tokens, batch=args.rerank_batch
+        )
         reranker.load()
-    run = runners(store, vectors, index, dict(settings.search_weights), reranker, args.rerank_depth)
+    budget = search.RERANK_BUDGET_MS if args.rerank_budget is None else args.rerank_budget
+    run = runners(
+        store, vectors, index, dict(settings.search_weights), reranker, args.rerank_depth, budget
+    )
     blocks: dict[str, Block] = {}
     before = load_avg()
     log(
@@ -712,6 +719,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="tokens of query + passage the cross-encoder reads (default the server's)",
+    )
+    p.add_argument(
+        "--rerank-budget",
+        type=float,
+        default=None,
+        help="ms the cross-encoder may take a search (ENGRAM_RERANK_BUDGET_MS; default the "
+        "server's; 0: always read --rerank-depth)",
+    )
+    p.add_argument(
+        "--rerank-batch",
+        type=int,
+        default=None,
+        help="pairs per run of the cross-encoder (default the server's)",
     )
     p.add_argument(
         "--rerank-threads",
