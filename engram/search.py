@@ -228,7 +228,8 @@ session's many weak matches should not outweigh a short one's two strong ones)."
 RERANK_DEPTH: int = settings.default("ENGRAM_RERANK_DEPTH")
 RERANK_BUDGET_MS: float = settings.default("ENGRAM_RERANK_BUDGET_MS")
 RERANK_CHARS = 2000
-"""A passage's characters the reranker reads: its 256 tokens hold ~1,000-1,500 of them."""
+"""A passage's characters handed to the reranker; the local model reads the window of them
+that holds the query (``rerank.focus``, ~500 characters of its 128 tokens)."""
 
 
 class SearchUnavailable(Exception):
@@ -497,8 +498,16 @@ def search(
         feedback = 0.0
     if not tuning.rerank:
         reranker = None
+    problems: dict[str, str] = {}
     if reranker is not None:
-        rerank_depth = depth_within(reranker, rerank_budget_ms, rerank_depth)
+        try:  # a local model loads (and measures its cost) before its budget is spent
+            reranker.load()
+        except Exception as exc:  # noqa: BLE001 - a failing reranker leaves fusion's order
+            problems["rerank"] = f"{type(exc).__name__}: {exc}"
+            log.warning("reranker failed, answering in fusion's order: %s", exc)
+            reranker = None
+        else:
+            rerank_depth = depth_within(reranker, rerank_budget_ms, rerank_depth)
     session_support = support_share(
         reranker is not None, rerank_depth, session_support, reranked_support
     )
@@ -531,7 +540,6 @@ def search(
         stored = {} if feedback > 0 else None
         future = _pool.submit(_vector_stream, index, query, scope, depth, kinds, window, stored)
     rankings: dict[str, list[KeywordHit]] = {}
-    problems: dict[str, str] = {}
     if wants_vectors and index is None:
         problems["vector"] = (
             vectors.problem

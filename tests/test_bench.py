@@ -328,6 +328,9 @@ class _ReversingReranker:
     name = "reversing"
     pair_ms = None
 
+    def load(self) -> None:
+        pass
+
     def __init__(self) -> None:
         self.read: list[int] = []
 

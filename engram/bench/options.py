@@ -185,7 +185,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=20,
         metavar="N",
         help="with --reranker: fused hits the reranker reads (default 20, the server's "
-        "ENGRAM_RERANK_DEPTH)",
+        "ENGRAM_RERANK_DEPTH), always that many: the server's time budget "
+        "(ENGRAM_RERANK_BUDGET_MS) depends on the CPU, so set the depth it reads there; "
+        "session support is fused in at 10 or more, as the server does",
     )
     parser.add_argument(
         "--session-support",
