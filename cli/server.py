@@ -295,9 +295,14 @@ def serve(settings: Settings, announce: Callable[[str], None] = print) -> int:
         )
     if settings.reranker != "off":
         target = f" at {settings.reranker_url or '(ENGRAM_RERANKER_URL is empty)'}"
+        budget = (
+            f" (as many as fit in {settings.rerank_budget_ms:g} ms)"
+            if settings.reranker == "local" and settings.rerank_budget_ms > 0
+            else ""
+        )
         announce(
             f"  rerank:  {settings.reranker}{target if settings.reranker == 'http' else ''}, "
-            f"the top {settings.rerank_depth} of each /v1/search (never hook context)"
+            f"the top {settings.rerank_depth}{budget} of each /v1/search (never hook context)"
         )
     viewer = gateway.app.extensions["engram.viewer_auth"]
     announce(
