@@ -180,8 +180,8 @@ class LocalCrossEncoder:
     def _score(self, query: str, passages: Sequence[str]) -> list[float]:
         import numpy as np
 
+        started = time.perf_counter()  # the cost of a passage: choosing its window and reading it
         query, read = self._focused(query, passages)
-        started = time.perf_counter()
         encoded = self._tokenizer.encode_batch([(query, p) for p in read])
         # pairs of like length run together: a batch pads each pair to its longest
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))

@@ -547,7 +547,8 @@ SETTINGS: tuple[Spec, ...] = (
         "Hybrid search: each hit gains this share of its session's two best fused scores, so a "
         "session several hits match lifts its hits above a lone match elsewhere. Set for ranked "
         "search (POST /v1/search, MCP), for ranked search the reranker reorders "
-        "(ENGRAM_RERANKER), and for the context block and prompt hook; one number sets all, a "
+        "(ENGRAM_RERANKER; when it reads 10 or more, else the search share), and for the "
+        "context block and prompt hook; one number sets all, a "
         'caller not named is off, 0 is off. Measured (docs/benchmarks.md, "Session support"): '
         "it lifts conversation and coding sessions (LoCoMo turn recall@10 64.3 -> 70.9) but "
         "concentrates a ranking on one session where the answer spans several (LongMemEval-S "
