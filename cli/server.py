@@ -168,6 +168,7 @@ class Gateway:
         feed = self.app.extensions.get("engram.feed") if hasattr(self, "app") else None
         if feed is not None:
             feed.close()  # open viewer streams end (their browsers reconnect elsewhere)
+        self.vectors.close()
         self.store.close()
 
 

@@ -260,6 +260,19 @@ class VectorIndex:
     def count(self) -> int:
         return sum(int(c.count()) for c in self._project_collections())
 
+    def close(self) -> None:
+        """Let go of the Chroma client: an HTTP client's connections, an embedded store's files
+        (Chroma stops its system when the last client on it closes)."""
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            close()
+        # Chroma's HTTP API keeps its httpx client open when its system stops
+        # (chroma-core/chroma#2702): close the client's and its admin client's, if any
+        for owner in (self.client, getattr(self.client, "_admin_client", None)):
+            session = getattr(getattr(owner, "_server", None), "_session", None)
+            if session is not None and callable(getattr(session, "close", None)):
+                session.close()
+
     # -- reading --------------------------------------------------------------------------
 
     def embed_query(self, query: str) -> list[float]:
@@ -383,6 +396,15 @@ class Vectors:
         except Exception as exc:  # noqa: BLE001 - the server always starts; status tells why
             self.problem = f"{type(exc).__name__}: {exc}"
             log.exception("vector search off")
+
+    def close(self) -> None:
+        """Close the index, if open; it stays closed (``index()`` answers None)."""
+        with self._lock:
+            self._opened = True  # never opened again
+            index, self._index = self._index, None
+            self.problem = "the vector index is closed"
+        if index is not None:
+            index.close()
 
     def retry(self) -> None:
         """Forget a failed open, so the next use tries again (Chroma came back, say) — at most

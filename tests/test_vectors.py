@@ -724,6 +724,10 @@ def test_a_real_chroma_server(tmp_path: Path, store: Store) -> None:
         assert top[0].doc_id in {"o-db", "o-agent"}
         assert {h.doc_id for h in index.search("css", Scope("beta"), 10)} == {"o-beta", "m-global"}
         assert reader.status()["indexed"] == len(DOCS)
+        # closed, a client lets go of its connections (left open, they outlived the server)
+        for vectors in (writer, reader):
+            vectors.close()
+            assert vectors.index() is None and vectors.problem == "the vector index is closed"
 
 
 # -- through the gateway, with the in-process worker draining -----------------------------
