@@ -513,6 +513,20 @@ def render_status(report: dict[str, Any], url: str) -> str:
         lines.append(f"  vectors:      OFF ({vec.get('problem')})")
     else:
         lines.append("  vectors:      off (ENGRAM_EMBEDDER=none)")
+    ranker = report.get("reranker", {})
+    if ranker.get("problem"):
+        lines.append(f"  reranker:     OFF ({ranker['problem']})")
+    elif ranker.get("kind") not in (None, "off"):
+        reads = (
+            f", reads {ranker['reads']} ({ranker['passageMs']} ms a passage, budget "
+            f"{ranker['budgetMs']:g} ms)"
+            if "reads" in ranker and "budgetMs" in ranker
+            else ""
+        )
+        lines.append(
+            f"  reranker:     {ranker.get('name', ranker['kind'])}, top {ranker.get('depth')}"
+            f" of each search{reads}"
+        )
     problems = report.get("problems", [])
     if problems:
         lines.append("")

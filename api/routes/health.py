@@ -8,7 +8,7 @@ from flask import Blueprint, Response, current_app, jsonify
 
 from engram import metrics, status
 from engram.api.contract import openapi as openapi_document
-from engram.api.util import settings, store
+from engram.api.util import reranker, settings, store
 
 bp = Blueprint("health", __name__)
 
@@ -73,4 +73,5 @@ def _report() -> dict[str, Any]:
         ext["engram.broker_probe"],
         ext["engram.worker_probe"],
         ext.get("engram.vectors"),
+        reranker(),
     )
