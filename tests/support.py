@@ -120,6 +120,13 @@ def count_rows(store: Store, table: Any) -> int:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
 
 
+def hears_ctrl_c() -> None:
+    """``preexec_fn`` of a child the test sends Ctrl-C (SIGINT): its default action back. A
+    shell that runs the suite in the background leaves SIGINT ignored, children inherit that,
+    and Python then never raises KeyboardInterrupt (as a terminal's Ctrl-C always would)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

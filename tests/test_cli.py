@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ENGRAM, Cluster, free_port, wait_for
+from tests.support import ENGRAM, Cluster, free_port, hears_ctrl_c, wait_for
 
 COMMANDS = ["serve", "worker", "beat", "status", "export", "import", "demo", "bench"]
 
@@ -222,7 +222,12 @@ def test_ctrl_c_stops_an_import_between_pieces_and_a_rerun_completes_it(tmp_path
         export.write_text(json.dumps({"version": 1, "memories": memories}))
         command = [ENGRAM, "import", "--strategy", "merge", str(export)]
         running = subprocess.Popen(
-            command, env=cluster.env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            command,
+            env=cluster.env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=hears_ctrl_c,
         )
         assert running.stderr is not None
         first = running.stderr.readline()  # "  200/12000 items": the first piece is stored

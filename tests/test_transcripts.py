@@ -24,7 +24,7 @@ from engram.watcher.schema import (
     load_config,
 )
 from engram.watcher.transcripts import TranscriptWatcher, subagent_marker
-from tests.support import ENGRAM, Api, Cluster, wait_for
+from tests.support import ENGRAM, Api, Cluster, hears_ctrl_c, wait_for
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 CONFIGS = sorted((SHARED / "transcript-schemas").glob("*.json"))
@@ -623,6 +623,7 @@ def test_cli_once_against_a_real_server_stopped_and_restarted(tmp_path: Path) ->
             env={**env, "ENGRAM_TRANSCRIPT_POLL_SECONDS": "0.2"},
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=hears_ctrl_c,
         )
         try:
             late = rollout(
