@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,10 @@ MEMORY_WARN_SHARE = 0.9
 """A process at this share of ENGRAM_MEMORY_BUDGET_MB is named as a problem."""
 DERIVED_LAG_WARN_SECONDS = 900.0
 """A derived index this far behind the store (its oldest queued change) is named as a problem."""
+RERANK_OVERRUN = 1.25
+"""A reranked search whose passages cost more than this share of ENGRAM_RERANK_BUDGET_MS is
+named as a problem: the budget reads at least ``rerank.MIN_DEPTH`` passages, so on a slow CPU
+it cannot hold. Below it the overrun is the estimate moving with the machine's load."""
 
 
 Problems = list[dict[str, str]]
@@ -348,7 +353,8 @@ def _reranker(
         entry["name"] = chosen.name
         if chosen.pair_ms is not None:
             entry["passageMs"] = round(chosen.pair_ms, 1)
-            entry["reads"] = depth_within(chosen, budget, settings.rerank_depth)
+            reads = entry["reads"] = depth_within(chosen, budget, settings.rerank_depth)
+            _rerank_overrun(problems, budget, reads, chosen.pair_ms)
     if problem:
         entry["problem"] = problem
         _problem(
@@ -359,6 +365,22 @@ def _reranker(
             "set ENGRAM_RERANKER=off; search answers in fusion's order meanwhile",
         )
     report["reranker"] = entry
+
+
+def _rerank_overrun(problems: Problems, budget: float, reads: int, passage_ms: float) -> None:
+    """Name a budget the local reranker cannot keep on this machine (``RERANK_OVERRUN``)."""
+    spent = reads * passage_ms
+    if budget <= 0 or spent <= budget * RERANK_OVERRUN:
+        return
+    _problem(
+        problems,
+        "reranker",
+        f"reranking takes ~{spent:.0f} ms a search here, over its {budget:.0f} ms budget: it "
+        f"reads at least {reads} passages and one costs {passage_ms:.1f} ms on this CPU",
+        f"set ENGRAM_RERANK_BUDGET_MS={math.ceil(spent)} to accept that, "
+        "ENGRAM_RERANK_THREADS=2 if a core is free, or ENGRAM_RERANKER=off (fusion's order, "
+        "no model)",
+    )
 
 
 def derived_lag(conn: Any, settings: Settings) -> dict[str, dict[str, Any]]:
