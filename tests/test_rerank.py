@@ -500,7 +500,7 @@ def test_status_names_a_budget_the_local_reranker_cannot_keep(tmp_path: Path) ->
             found = [p for p in report["problems"] if p["component"] == "reranker"]
             assert status == 200 and "problem" not in report["reranker"]  # it still reranks
             if not overrun:
-                assert found == [] and report["ok"] is True
+                assert found == []  # (other components may name problems of their own)
                 continue
             assert report["ok"] is False and report["reranker"]["reads"] == 3
             assert found == [
