@@ -113,6 +113,18 @@ to .928 and LongMemEval-S single-session-user's from .977 to .992, the last cell
 ranked below its best stream on those sets."""
 
 
+WORDS_LEAD = True
+"""``fuse``: a session's best-placed hit is the one of its hits BM25 scored highest (the others
+follow one place down each); fusion still decides where the session stands. Several turns of one
+session match a question alike in meaning, and the one that holds the question's words is the
+one that answers it: on LongMemEval-S turns the evidence turn sat behind its sibling turns
+where the vector stream led (the cells fusion lost to BM25). Measured offline over the same
+streams (docs/benchmarks.md, "A session's first place to the hit that holds the words"): LME-S
+turns any@5 / all@5 / MRR 92.6 / 71.8 / .760 -> 93.8 / 72.7 / .770, cells lost to BM25 5 -> 2;
+LoCoMo turns recall@10 67.5 unchanged, MRR .485 -> .483. A session's whole order by BM25 gained
+the same on LME-S and cost LoCoMo 0.6-2 points (dialogue turns worded unlike the question)."""
+
+
 ADVICE = re.compile(
     r"\b(any (\w+ )?(tips|suggestions|advice|ideas|recommendations?|thoughts)"
     r"|(can|could|would) you (please )?(suggest|recommend)"
@@ -325,6 +337,11 @@ def fuse(
     if session_support > 0:
         _support_sessions(scores, hits_by_id, session_support)
     ordered = sorted(scores, key=lambda d: (-scores[d], best[d]))
+    if WORDS_LEAD and "bm25" in answered:
+        keyword_scores: dict[str, float] = {}
+        for hit in rankings["bm25"]:
+            keyword_scores.setdefault(hit.doc_id, hit.score)
+        _words_lead(ordered, scores, hits_by_id, keyword_scores)
     if limit is not None:
         ordered = ordered[:limit]
     return [(dataclasses.replace(hits_by_id[d], score=scores[d]), ranks[d]) for d in ordered]
@@ -393,6 +410,34 @@ def _support_sessions(
         session = hits[doc_id].session_id
         if session is not None:
             scores[doc_id] += share * support[session]
+
+
+def _words_lead(
+    ordered: list[str],
+    scores: dict[str, float],
+    hits: Mapping[str, KeywordHit],
+    keyword_scores: Mapping[str, float],
+) -> None:
+    """``WORDS_LEAD``: in ``ordered`` (best first), each session's first place goes to its hit
+    BM25 scored highest, the session's other hits one place down each, in their order; the
+    places keep their scores, so the sessions stand where fusion put them."""
+    places: dict[str, list[int]] = {}
+    for position, doc_id in enumerate(ordered):
+        session = hits[doc_id].session_id
+        if session is not None:
+            places.setdefault(session, []).append(position)
+    for positions in places.values():
+        held = [p for p in positions if ordered[p] in keyword_scores]
+        if len(positions) < 2 or not held:
+            continue
+        lead = max(held, key=lambda p: keyword_scores[ordered[p]])  # ties: the better placed
+        if lead == positions[0]:
+            continue
+        moved = [ordered[lead], *(ordered[p] for p in positions if p != lead)]
+        values = [scores[ordered[p]] for p in positions]
+        for position, doc_id, value in zip(positions, moved, values, strict=True):
+            ordered[position] = doc_id
+            scores[doc_id] = value
 
 
 def _lead(hits: Sequence[KeywordHit]) -> float:

@@ -470,6 +470,47 @@ def test_a_request_for_advice_is_fused_for_meaning(query: str, advice: bool) -> 
     assert weights["bm25"] == 1.0  # the caller's weights are not changed
 
 
+def test_a_sessions_first_place_goes_to_its_hit_that_holds_the_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turns of one session alike in meaning: the vector stream puts a sibling first, BM25 the
+    turn with the question's words. Fusion keeps where each session's places are and what they
+    score; the session's first place goes to BM25's best of its hits, the rest follow in order."""
+
+    def hit(doc_id: str, session: str | None, score: float) -> KeywordHit:
+        return KeywordHit(doc_id=doc_id, kind="observation", session_id=session, score=score)
+
+    rankings = {
+        "bm25": [
+            hit("b1", "B", 5.0),
+            hit("a2", "A", 4.9),
+            hit("m1", None, 4.8),
+            hit("a1", "A", 4.5),
+            hit("a3", "A", 4.4),
+        ],
+        "vector": [
+            hit("a1", "A", 0.90),
+            hit("a3", "A", 0.85),
+            hit("b1", "B", 0.30),
+            hit("m1", None, 0.20),
+            hit("a2", "A", 0.10),
+        ],
+    }
+    weights = {"bm25": 1.0, "vector": 1.0}
+    monkeypatch.setattr(search, "WORDS_LEAD", False)
+    before = [(h.doc_id, h.score) for h, _ in search.fuse(rankings, weights)]
+    a_places = [n for n, (doc_id, _) in enumerate(before) if doc_id.startswith("a")]
+    assert before[a_places[0]][0] != "a2"  # fusion alone puts a sibling first
+    monkeypatch.setattr(search, "WORDS_LEAD", True)
+    after = [(h.doc_id, h.score) for h, _ in search.fuse(rankings, weights)]
+    assert [score for _, score in after] == [score for _, score in before]
+    siblings = [before[n][0] for n in a_places if before[n][0] != "a2"]
+    assert [after[n][0] for n in a_places] == ["a2", *siblings]
+    for n, (doc_id, _) in enumerate(before):  # every other hit keeps its place
+        if n not in a_places:
+            assert after[n][0] == doc_id
+
+
 def test_feedback_moves_the_query_toward_the_first_hit() -> None:
     """The vector stream again over the fused candidates: each scored by its cosine with the
     query's vector plus ``share`` times the first hit's. A record worded like the first hit rises
