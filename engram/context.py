@@ -102,6 +102,7 @@ def build(
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
     session_support: float = search.SESSION_SUPPORT["context"],
+    neighbour_support: float = search.NEIGHBOUR_SUPPORT["context"],
     feedback: float = search.FEEDBACK,
 ) -> dict[str, Any]:
     """The injection block as markdown plus the structured parts it was built from.
@@ -133,6 +134,7 @@ def build(
                 rrf_k=rrf_k,
                 fusion=fusion,
                 session_support=session_support,
+                neighbour_support=neighbour_support,
                 feedback=feedback,
                 sure_first=False,  # a budget of several hits: see search.LEAD_FULL
             )["items"]
@@ -208,6 +210,7 @@ def for_prompt(
     rrf_k: int = search.RRF_K,
     fusion: str | None = None,
     session_support: float = search.SESSION_SUPPORT["context"],
+    neighbour_support: float = search.NEIGHBOUR_SUPPORT["context"],
     feedback: float = search.FEEDBACK,
 ) -> dict[str, Any]:
     """What a prompt hook adds to the agent's context for this prompt: only what clears the
@@ -231,6 +234,7 @@ def for_prompt(
             rrf_k=rrf_k,
             fusion=fusion,
             session_support=session_support,
+            neighbour_support=neighbour_support,
             feedback=feedback,
             sure_first=False,
         )["items"]

@@ -279,6 +279,13 @@ def _ledger_stored_index(conn: Connection) -> None:
     index.create(conn, checkfirst=True)
 
 
+def _session_order_index(conn: Connection) -> None:
+    """Keyword documents by session and time: search reads each candidate's neighbours, the
+    documents of its session recorded just before and after it (``keyword.neighbours``)."""
+    index = next(i for i in schema.kw_docs.indexes if i.name == "ix_kw_docs_session_created")
+    index.create(conn, checkfirst=True)
+
+
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
 # A step that changes a table must also leave schema.py describing the new shape.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
@@ -299,6 +306,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (15, "graph facts with temporal validity", _graph_facts),
     (16, "viewer: activity feed and sign-in tokens", _viewer),
     (17, "event ledger by stored time, for metrics", _ledger_stored_index),
+    (18, "keyword documents by session and time, for neighbours", _session_order_index),
 )
 
 

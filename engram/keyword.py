@@ -30,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    tuple_,
     update,
 )
 
@@ -456,3 +457,40 @@ def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
         return {}
     stmt = select(kw_docs.c.doc_id, kw_docs.c.created_at).where(kw_docs.c.doc_id.in_(doc_ids))
     return {row.doc_id: row.created_at for row in conn.execute(stmt)}
+
+
+def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each of ``doc_ids``' neighbours: the documents of its kind in its session recorded just
+    before and just after it (by time, then by indexing order), by doc id. A document without a
+    session, or alone in it, has none; documents the index no longer has are left out."""
+    if not doc_ids:
+        return {}
+    doc, other = kw_docs.alias("doc"), kw_docs.alias("other")
+    here = tuple_(doc.c.created_at, doc.c.id)
+    there = tuple_(other.c.created_at, other.c.id)
+
+    def beside(before: bool) -> ColumnElement[str]:
+        order = (
+            (other.c.created_at.desc(), other.c.id.desc())
+            if before
+            else (other.c.created_at, other.c.id)
+        )
+        return (
+            select(other.c.doc_id)
+            .where(
+                other.c.session_id == doc.c.session_id,
+                other.c.kind == doc.c.kind,
+                there < here if before else there > here,
+            )
+            .order_by(*order)
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    stmt = select(doc.c.doc_id, beside(True).label("before"), beside(False).label("after")).where(
+        doc.c.doc_id.in_(doc_ids), doc.c.session_id.is_not(None)
+    )
+    return {
+        row.doc_id: tuple(n for n in (row.before, row.after) if n is not None)
+        for row in conn.execute(stmt)
+    }

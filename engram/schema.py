@@ -239,6 +239,7 @@ kw_docs = Table(
     UniqueConstraint("doc_id", name="uq_kw_docs_doc_id"),
     Index("ix_kw_docs_project", "project"),
     Index("ix_kw_docs_kind_created", "kind", "created_at"),
+    Index("ix_kw_docs_session_created", "session_id", "kind", "created_at"),
 )
 
 kw_postings = Table(

@@ -228,6 +228,14 @@ it off, the context builder (which fills a budget from the best hits' sessions a
 When the reranker reads the fused top (``reranked``) it sorts what support gathers and the
 LongMemEval-S loss is gone: 0.3 there (LoCoMo recall@10 69.2 -> 72.6, LongMemEval-S turns
 any@5 94.5 -> 95.0, sessions by best turns all@5 94.0 -> 93.3; "Requests for advice")."""
+NEIGHBOUR_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_NEIGHBOUR_SUPPORT"))
+"""Per caller, as ``SESSION_SUPPORT``: each fused hit gains this share of the best fused score
+among its neighbours (``keyword.neighbours``: the documents of its kind in its session recorded
+just before and after it). The question's words are often in one turn and its answer in the
+next: a question and its reply, a prompt and the tool output that answers it. Off for every
+caller by default: at 0.35 LoCoMo turn recall@10 67.5 -> 72.9, but LongMemEval-S turns, which
+store only the user's turns (two "neighbours" there have the assistant's reply between them),
+recall_all@5 72.7 -> 67.5 (docs/benchmarks.md, "Neighbours")."""
 SUPPORTED_DEPTH = 10
 """The reranker sorts what session support gathers only when it reads this deep: reading the
 top 5 of a ranking support has crowded with one session left LongMemEval-S turns' recall_all@5
@@ -276,6 +284,8 @@ def fuse(
     sure_first: bool = True,
     session_support: float = 0.0,
     coverage: Mapping[str, float] | None = None,
+    neighbours: Mapping[str, Sequence[str]] | None = None,
+    neighbour_support: float = 0.0,
 ) -> list[tuple[KeywordHit, dict[str, int]]]:
     """The streams that answered, fused (``method``: ``score`` or ``rrf``, the server's
     ``ENGRAM_FUSION`` when not given); each hit with its rank in every stream that ranked it.
@@ -290,8 +300,10 @@ def fuse(
     leads its second adds a share of its weight to that hit, unless another is as sure of a
     different one; with the ``coverage`` of BM25's and the vector stream's first hits
     (``keyword.coverage``) when they differ, the one that holds more of the query's words is
-    believed instead (``COVERAGE_MARGIN``, ``COVERAGE_MIN``, ``COVERED_BONUS``). Then every hit
-    with a session gains ``session_support`` times the sum of its session's best ``SESSION_TOP``
+    believed instead (``COVERAGE_MARGIN``, ``COVERAGE_MIN``, ``COVERED_BONUS``). Then each hit
+    gains ``neighbour_support`` times the best fused score among its ``neighbours`` (doc id ->
+    the ids recorded just before and after it in its session, ``keyword.neighbours``), and every
+    hit with a session ``session_support`` times the sum of its session's best ``SESSION_TOP``
     fused scores. Ties go to the better best rank, then the
     earlier stream. Weights are renormalised over the streams that answered."""
     method = method or FUSION
@@ -334,6 +346,8 @@ def fuse(
     if believed == "vector":
         top, lead, weight = sure["vector"]
         scores[top] += COVERED_BONUS * weight * lead
+    if neighbour_support > 0 and neighbours:
+        _support_neighbours(scores, neighbours, neighbour_support)
     if session_support > 0:
         _support_sessions(scores, hits_by_id, session_support)
     ordered = sorted(scores, key=lambda d: (-scores[d], best[d]))
@@ -362,12 +376,17 @@ def _believed(
     return "vector" if coverage[other] >= COVERAGE_MIN else None
 
 
+def candidates(rankings: Mapping[str, Sequence[KeywordHit]]) -> list[str]:
+    """Every document some stream ranked, once each (sorted)."""
+    return sorted({hit.doc_id for hits in rankings.values() for hit in hits})
+
+
 def support_share(
     reranked: bool, depth: int, session_support: float, reranked_support: float
 ) -> float:
-    """The session support a search is fused with: ``reranked_support`` when the reranker reads
-    at least ``SUPPORTED_DEPTH`` of the fused top (it sorts what support gathers), else
-    ``session_support``."""
+    """The session (or neighbour) support a search is fused with: ``reranked_support`` when the
+    reranker reads at least ``SUPPORTED_DEPTH`` of the fused top (it sorts what support
+    gathers), else ``session_support``."""
     return reranked_support if reranked and depth >= SUPPORTED_DEPTH else session_support
 
 
@@ -410,6 +429,18 @@ def _support_sessions(
         session = hits[doc_id].session_id
         if session is not None:
             scores[doc_id] += share * support[session]
+
+
+def _support_neighbours(
+    scores: dict[str, float], neighbours: Mapping[str, Sequence[str]], share: float
+) -> None:
+    """Add to each hit ``share`` of the best fused score among its ``neighbours`` (the hits of
+    its session recorded just before and after it), as the scores were before any support."""
+    before = dict(scores)
+    for doc_id in scores:
+        beside = [before[n] for n in neighbours.get(doc_id, ()) if n in before]
+        if beside:
+            scores[doc_id] += share * max(beside)
 
 
 def _words_lead(
@@ -522,12 +553,15 @@ def search(
     sure_first: bool = True,
     session_support: float = SESSION_SUPPORT["search"],
     reranked_support: float = SESSION_SUPPORT["reranked"],
+    neighbour_support: float = NEIGHBOUR_SUPPORT["search"],
+    reranked_neighbour_support: float = NEIGHBOUR_SUPPORT["reranked"],
     now: float | None = None,
     feedback: float = FEEDBACK,
 ) -> dict[str, Any]:
     """The ``limit`` best hits in ``scope`` (and ``window``: every stream is narrowed before it
     ranks, so the page is the best inside the window, not the window's share of the best).
-    Fused with ``session_support``, or ``reranked_support`` when the reranker reads the top;
+    Fused with ``session_support`` and ``neighbour_support``, or ``reranked_support`` and
+    ``reranked_neighbour_support`` when the reranker reads the top;
     in hybrid, fused again with the vector stream's ``feedback`` from the first hit
     (``feedback_ranking``; 0 is off).
     Without a ``window``, the times the query names (``dates.named``, counted back from
@@ -556,6 +590,11 @@ def search(
     session_support = support_share(
         reranker is not None, rerank_depth, session_support, reranked_support
     )
+    neighbour_support = support_share(
+        reranker is not None, rerank_depth, neighbour_support, reranked_neighbour_support
+    )
+    if len(preset.streams) == 1:  # one stream's own order stays its own (the "parts")
+        session_support = neighbour_support = 0.0
     wants_vectors = (
         vectors is not None
         and vectors.enabled
@@ -619,6 +658,7 @@ def search(
             if weigh_firsts
             else None
         )
+        beside = keyword.neighbours(conn, candidates(rankings)) if neighbour_support > 0 else None
 
         def fused_order() -> tuple[list[KeywordHit], dict[str, dict[str, int]]]:
             fused = fuse(
@@ -628,8 +668,9 @@ def search(
                 method=fusion,
                 sure_first=sure_first,
                 coverage=covered,
-                # one stream's own order stays its own (keyword and semantic are the "parts")
-                session_support=session_support if len(preset.streams) > 1 else 0.0,
+                session_support=session_support,
+                neighbours=beside,
+                neighbour_support=neighbour_support,
             )
             return [hit for hit, _ in fused], {hit.doc_id: dict(ranks) for hit, ranks in fused}
 

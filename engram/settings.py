@@ -118,11 +118,11 @@ def _weights(raw: str) -> tuple[tuple[str, float], ...]:
 
 
 SUPPORTED_CALLERS = ("search", "reranked", "context")
-"""What ``ENGRAM_SESSION_SUPPORT`` is set for: ranked search, ranked search whose fused top the
-reranker reads, and the context block and hook."""
+"""What ``ENGRAM_SESSION_SUPPORT`` and ``ENGRAM_NEIGHBOUR_SUPPORT`` are set for: ranked search,
+ranked search whose fused top the reranker reads, and the context block and hook."""
 
 
-def _session_support(raw: str) -> tuple[tuple[str, float], ...]:
+def _caller_shares(raw: str) -> tuple[tuple[str, float], ...]:
     """``search=share,reranked=share,context=share`` (each a number >= 0; a caller not named is
     off), or one number for all."""
     try:
@@ -542,7 +542,7 @@ SETTINGS: tuple[Spec, ...] = (
     Spec(
         "ENGRAM_SESSION_SUPPORT",
         "session_support",
-        _session_support,
+        _caller_shares,
         "search=0,reranked=0.3,context=0.3",
         "Hybrid search: each hit gains this share of its session's two best fused scores, so a "
         "session several hits match lifts its hits above a lone match elsewhere. Set for ranked "
@@ -555,6 +555,20 @@ SETTINGS: tuple[Spec, ...] = (
         "multi-session recall_all@5 55 -> 43), so ranked search leaves it off unless the "
         "reranker sorts what it gathers (LoCoMo 69.2 -> 72.6 reranked, LongMemEval-S turns "
         "any@5 94.5 -> 95.0).",
+    ),
+    Spec(
+        "ENGRAM_NEIGHBOUR_SUPPORT",
+        "neighbour_support",
+        _caller_shares,
+        "search=0,reranked=0,context=0",
+        "Hybrid search: each hit gains this share of the best fused score among its neighbours, "
+        "the documents of its kind in its session recorded just before and after it (a "
+        "question's words are often in one turn and its answer in the reply). Set per caller as "
+        "ENGRAM_SESSION_SUPPORT; one number sets all, a caller not named is off, 0 is off. "
+        'Measured (docs/benchmarks.md, "Neighbours"): at 0.35 LoCoMo turn recall@10 67.5 -> '
+        "72.9 without a reranker, but LongMemEval-S turns, where only the user's turns are "
+        "stored, lose (recall_all@5 72.7 -> 67.5): off by default; set it for a store of "
+        "conversations.",
     ),
     Spec(
         "ENGRAM_SEARCH_FEEDBACK",
@@ -964,6 +978,7 @@ class Settings:
     fusion: str
     rrf_k: int
     session_support: tuple[tuple[str, float], ...]
+    neighbour_support: tuple[tuple[str, float], ...]
     search_feedback: float
     reranker: str
     rerank_depth: int
@@ -1036,12 +1051,13 @@ class Settings:
         """How a hybrid search for ``use`` (``search``, ``reranked`` or ``context``, the callers
         ENGRAM_SESSION_SUPPORT names) fuses its streams: the keywords ``engram.search.search``,
         ``engram.context.build`` and ``for_prompt`` take, read from these settings in one place
-        (weights, fusion and its RRF k, session support, feedback)."""
+        (weights, fusion and its RRF k, session and neighbour support, feedback)."""
         return {
             "weights": dict(self.search_weights),
             "rrf_k": self.rrf_k,
             "fusion": self.fusion,
             "session_support": dict(self.session_support)[use],
+            "neighbour_support": dict(self.neighbour_support)[use],
             "feedback": self.search_feedback,
         }
 

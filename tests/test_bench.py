@@ -370,10 +370,12 @@ def test_hybrids_tune_each_question_as_the_server_does(
     import engram.search
 
     seen: list[tuple[float, dict[str, float]]] = []
+    shares: list[float] = []
     real = engram.search.fuse
 
     def spy(rankings: Any, weights: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append((kwargs["session_support"], {k: weights[k] for k in ("bm25", "vector")}))
+        shares.append(kwargs["neighbour_support"])
         return real(rankings, weights, *args, **kwargs)
 
     monkeypatch.setattr(engram.search, "fuse", spy)
@@ -384,6 +386,8 @@ def test_hybrids_tune_each_question_as_the_server_does(
         rerank_depth=engram.search.SUPPORTED_DEPTH,
         session_support=0.1,
         reranked_support=0.7,
+        neighbour_support=0.2,
+        reranked_neighbour_support=0.4,
     )
     hybrid = factory(tmp_path / "h", options)
     try:
@@ -398,6 +402,7 @@ def test_hybrids_tune_each_question_as_the_server_does(
         (0.7, {"bm25": bm25, "vector": vector}),
         (0.1, {"bm25": bm25 * engram.search.ADVICE_BM25, "vector": vector}),
     ]
+    assert shares == [0.4, 0.4, 0.2]  # the neighbour share is chosen the same way
     assert reranker.read == [3]  # haystack a, whole; the request for advice was not reranked
     # a reranker that reads fewer than 10 cannot sort what support gathers: none, as the server
     assert support_for(dataclasses.replace(options, rerank_depth=5), True) == 0.1
@@ -715,6 +720,9 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
     for share in ("-0.1", "nan"):
         feedback = _bench("locomo", "--retrievers", "hybrid", "--feedback", share)
         assert feedback.returncode == 2 and "--feedback must be >= 0" in feedback.stderr
+        for option in ("--session-support", "--neighbour-support"):
+            support = _bench("locomo", "--retrievers", "hybrid", option, share)
+            assert support.returncode == 2 and f"{option} must be >= 0" in support.stderr
     model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
     assert model.returncode == 2 and "invalid choice" in model.stderr
     category = _bench("coding-paraphrase", "--retrievers", "bm25", "--category", "nope")

@@ -134,13 +134,25 @@ def test_fusion_options_are_what_every_search_caller_passes(tmp_path: Path) -> N
             "ENGRAM_RRF_K": "7",
             "ENGRAM_FUSION": "rrf",
             "ENGRAM_SESSION_SUPPORT": "search=0.1,context=0.4",
+            "ENGRAM_NEIGHBOUR_SUPPORT": "search=0.2,reranked=0.5",
             "ENGRAM_SEARCH_FEEDBACK": "0.6",
         }
     )
     expected = {"weights": {"bm25": 2.0, "vector": 0.5}, "rrf_k": 7, "fusion": "rrf"}
-    assert s.fusion_options("search") == {**expected, "session_support": 0.1, "feedback": 0.6}
-    assert s.fusion_options("context") == {**expected, "session_support": 0.4, "feedback": 0.6}
+    assert s.fusion_options("search") == {
+        **expected,
+        "session_support": 0.1,
+        "neighbour_support": 0.2,
+        "feedback": 0.6,
+    }
+    assert s.fusion_options("context") == {
+        **expected,
+        "session_support": 0.4,
+        "neighbour_support": 0.0,  # not named: off
+        "feedback": 0.6,
+    }
     assert s.fusion_options("reranked")["session_support"] == 0.0  # not named: off
+    assert s.fusion_options("reranked")["neighbour_support"] == 0.5
     # the keywords are the ones the search and the context builder take
     for function in (search.search, context.build, context.for_prompt):
         assert set(s.fusion_options("search")) <= set(inspect.signature(function).parameters)

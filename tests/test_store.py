@@ -126,6 +126,40 @@ def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store:
         assert keyword.coverage(conn, weights, []) == {}
 
 
+def test_neighbours_are_the_documents_of_a_session_recorded_just_before_and_after(
+    store: Store,
+) -> None:
+    """By time, then by the order they were indexed (turns of one conversation share its time);
+    only the same kind in the same session; none without a session."""
+    docs = [
+        ("a1", "observation", "A", 10.0),
+        ("a2", "observation", "A", 20.0),
+        ("a3", "observation", "A", 20.0),  # same time as a2: indexed after it
+        ("a4", "observation", "A", 30.0),
+        ("a-sum", "summary", "A", 25.0),  # another kind: not a neighbour of a3 or a4
+        ("b1", "observation", "B", 21.0),  # another session, between a2 and a4 in time
+        ("lone", "observation", "C", 5.0),
+        ("none", "memory", None, 20.0),
+    ]
+    with store.write() as conn:
+        for doc_id, kind, session, at in docs:
+            store.keyword.upsert(
+                conn, KeywordDoc(doc_id, kind, "p", f"text {doc_id}", at, session_id=session)
+            )
+    with store.read() as conn:
+        beside = keyword.neighbours(conn, ["a1", "a2", "a3", "a4", "a-sum", "lone", "none", "x"])
+        assert keyword.neighbours(conn, []) == {}
+    assert {k: set(v) for k, v in beside.items()} == {
+        "a1": {"a2"},
+        "a2": {"a1", "a3"},
+        "a3": {"a2", "a4"},
+        "a4": {"a3"},
+        "a-sum": set(),
+        "lone": set(),
+    }
+    assert beside["a3"] == ("a2", "a4")  # before, then after
+
+
 def test_held_terms_are_the_index_terms_among_those_asked() -> None:
     """``held_terms`` stems only the words that can stem to an asked term, and finds exactly what
     stemming every word would (Snowball's stems that begin unlike their word included)."""

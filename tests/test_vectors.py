@@ -470,6 +470,44 @@ def test_a_request_for_advice_is_fused_for_meaning(query: str, advice: bool) -> 
     assert weights["bm25"] == 1.0  # the caller's weights are not changed
 
 
+def test_a_hit_gains_a_share_of_its_best_scored_neighbour() -> None:
+    """Neighbour support: each hit gains the share of the best fused score among the hits
+    recorded just before and after it; a neighbour no stream ranked adds nothing."""
+
+    def hit(doc_id: str, score: float) -> KeywordHit:
+        return KeywordHit(doc_id=doc_id, kind="observation", session_id=None, score=score)
+
+    rankings = {
+        "bm25": [hit("ask", 9.0), hit("other", 6.0), hit("far", 5.0), hit("x", 1.0)],
+        "vector": [hit("other", 0.9), hit("ask", 0.8), hit("answer", 0.5), hit("x", 0.1)],
+    }
+    weights = {"bm25": 1.0, "vector": 1.0}
+    neighbours = {
+        "answer": ("ask", "x"),  # the question's words sit in the turn before the answer
+        "ask": ("answer",),
+        "far": ("unranked",),
+        "x": ("answer",),
+    }
+    before = {h.doc_id: h.score for h, _ in search.fuse(rankings, weights)}
+    after = {
+        h.doc_id: h.score
+        for h, _ in search.fuse(rankings, weights, neighbours=neighbours, neighbour_support=0.5)
+    }
+    assert after["answer"] == pytest.approx(before["answer"] + 0.5 * before["ask"])
+    assert after["ask"] == pytest.approx(before["ask"] + 0.5 * before["answer"])
+    assert after["x"] == pytest.approx(before["x"] + 0.5 * before["answer"])
+    assert after["far"] == before["far"] and after["other"] == before["other"]
+    ordered = [h.doc_id for h, _ in search.fuse(rankings, weights)]
+    lifted = [
+        h.doc_id
+        for h, _ in search.fuse(rankings, weights, neighbours=neighbours, neighbour_support=0.5)
+    ]
+    assert ordered.index("answer") > ordered.index("far")
+    assert lifted.index("answer") < lifted.index("far")  # the answer rises with its question
+    unchanged = search.fuse(rankings, weights, neighbours=neighbours, neighbour_support=0.0)
+    assert [h.doc_id for h, _ in unchanged] == ordered
+
+
 def test_a_sessions_first_place_goes_to_its_hit_that_holds_the_words(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -635,6 +673,54 @@ def test_ranked_search_weighs_the_streams_first_hits_by_coverage(
     with store.read() as conn:
         same = {"bm25": bm25[:1], "vector": bm25[:1]}
         assert search.first_coverage(conn, store.keyword, "database", same) is None
+
+
+def test_hybrid_search_lifts_the_turn_after_the_one_that_holds_the_words(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hybrid search reads the candidates' neighbours (``keyword.neighbours``) and fuses with
+    the neighbour share: the reply to the turn that holds the question's words rises above a
+    lone match elsewhere. Keyword mode, and a share of 0, read none."""
+    turns = [
+        ("ask", "s1", 1.0, "Which port does the billing service listen on after the move?"),
+        ("reply", "s1", 2.0, "It listens on 8443 now; the old service port is closed."),
+        ("later", "s1", 3.0, "Thanks, deploying it."),
+        ("lone", "s2", 1.0, "The search service listens on the port its config names."),
+    ]
+    with store.write() as conn:
+        for doc_id, session, at, body in turns:
+            store.keyword.upsert(
+                conn, KeywordDoc(doc_id, "observation", "p", body, at, session_id=session)
+            )
+    given: list[tuple[Any, float]] = []
+    real_fuse = search.fuse
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        given.append((kwargs.get("neighbours"), kwargs.get("neighbour_support", 0.0)))
+        return real_fuse(*args, **kwargs)
+
+    monkeypatch.setattr(search, "fuse", spy)
+    monkeypatch.setattr(
+        search, "hydrate", lambda _conn, hits: [{"id": h.doc_id, "kind": h.kind} for h in hits]
+    )
+    query = "which port does the billing service listen on"
+
+    def order(**kwargs: Any) -> list[str]:
+        found = search.search(store, query, Scope("p"), per_session=5, **kwargs)
+        return [item["id"] for item in found["items"]]
+
+    plain = order(neighbour_support=0.0)
+    assert given == [(None, 0.0)]  # no share, no read
+    lifted = order(neighbour_support=1.0)
+    with store.read() as conn:
+        ranked = store.keyword.search(conn, query, Scope("p"), 40)
+        expected = keyword.neighbours(conn, sorted(h.doc_id for h in ranked))
+    assert given[1] == (expected, 1.0) and expected["reply"] == ("ask", "later")
+    assert plain.index("reply") > plain.index("lone")
+    assert lifted[:2] == ["ask", "reply"]  # the reply rises with the turn it answers
+    given.clear()
+    order(neighbour_support=1.0, mode="keyword")
+    assert given == [(None, 0.0)]
 
 
 def test_session_support_lifts_a_hit_by_its_sessions_best_hits() -> None:

@@ -53,6 +53,7 @@ def search_() -> Any:
             vectors=vectors(),
             **settings().fusion_options("search"),
             reranked_support=dict(settings().session_support)["reranked"],
+            reranked_neighbour_support=dict(settings().neighbour_support)["reranked"],
             reranker=chosen,
             rerank_depth=settings().rerank_depth,
             rerank_budget_ms=settings().rerank_budget_ms,

@@ -12,7 +12,12 @@ from typing import Any
 
 from engram.bench import report
 from engram.bench.datasets import DatasetError, limit_queries, load, only_categories
-from engram.bench.options import CONTEXT_DATASETS, CONTEXT_ONLY, SERVER_SESSION_SUPPORT
+from engram.bench.options import (
+    CONTEXT_DATASETS,
+    CONTEXT_ONLY,
+    SERVER_NEIGHBOUR_SUPPORT,
+    SERVER_SESSION_SUPPORT,
+)
 from engram.bench.retrievers import RETRIEVERS, RetrieverOptions
 from engram.bench.runner import run
 from engram.embedders.base import EmbedderError
@@ -57,8 +62,11 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--graph-weight must be >= 0")
     if args.fusion_depth < 1:
         return _fail("--fusion-depth must be at least 1")
-    if args.session_support is not None and args.session_support < 0:
+    if args.session_support is not None and not args.session_support >= 0:  # NaN too
         return _fail("--session-support must be >= 0")
+    if args.neighbour_support is not None and not args.neighbour_support >= 0:
+        return _fail("--neighbour-support must be >= 0")
+    beside = _shares(SERVER_NEIGHBOUR_SUPPORT, args.neighbour_support)
     # the server's shares: ranked search, and ranked search the reranker reads; one given sets both
     support = (
         SERVER_SESSION_SUPPORT["search"] if args.session_support is None else args.session_support
@@ -95,6 +103,8 @@ def main(args: argparse.Namespace) -> int:
         fusion=args.fusion,
         session_support=support,
         reranked_support=reranked_support,
+        neighbour_support=beside["search"],
+        reranked_neighbour_support=beside["reranked"],
         embedder=embedder,
         reranker=reranker,
         rerank_depth=args.rerank_depth,
@@ -148,6 +158,7 @@ def main(args: argparse.Namespace) -> int:
             "sessionSupport": support,
             "feedback": args.feedback,
             "rerankedSupport": reranked_support if reranker is not None else None,
+            "neighbourSupport": beside["reranked" if reranker is not None else "search"],
             "reranker": args.reranker,
             "rerankDepth": args.rerank_depth if reranker is not None else None,
             "graphWeight": args.graph_weight,
@@ -156,6 +167,11 @@ def main(args: argparse.Namespace) -> int:
         document = report.as_json(dataset, results, args.session_docs, options)
         return _write_json(args.json, document)
     return EXIT_OK
+
+
+def _shares(server: dict[str, float], given: float | None) -> dict[str, float]:
+    """The server's share for each caller, or the one ``given`` for all."""
+    return dict(server) if given is None else dict.fromkeys(server, given)
 
 
 def _write_json(path: str, document: Any) -> int:
@@ -203,6 +219,12 @@ def _context(args: argparse.Namespace) -> int:
             "ENGRAM_RRF_K": str(args.rrf_k),
             "ENGRAM_SESSION_SUPPORT": f"search={SERVER_SESSION_SUPPORT['search']},"
             f"reranked={SERVER_SESSION_SUPPORT['reranked']},context={context_support}",
+            "ENGRAM_NEIGHBOUR_SUPPORT": ",".join(
+                f"{caller}={share}"
+                for caller, share in _shares(
+                    SERVER_NEIGHBOUR_SUPPORT, args.neighbour_support
+                ).items()
+            ),
             "ENGRAM_SEARCH_WEIGHTS": f"bm25={args.bm25_weight},vector={args.vector_weight},"
             f"graph={args.graph_weight}",
             "ENGRAM_SEARCH_FEEDBACK": str(args.feedback),

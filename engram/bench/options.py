@@ -12,6 +12,7 @@ run without options measures what `engram serve` does."""
 SERVER_RRF_K = default("ENGRAM_RRF_K")
 SERVER_FUSION = default("ENGRAM_FUSION")
 SERVER_SESSION_SUPPORT = dict(default("ENGRAM_SESSION_SUPPORT"))
+SERVER_NEIGHBOUR_SUPPORT = dict(default("ENGRAM_NEIGHBOUR_SUPPORT"))
 SERVER_FEEDBACK = default("ENGRAM_SEARCH_FEEDBACK")
 
 DATASETS = (
@@ -198,6 +199,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"off; default the server's ENGRAM_SESSION_SUPPORT: {SERVER_SESSION_SUPPORT['search']} "
         f"for ranked runs, {SERVER_SESSION_SUPPORT['reranked']} for questions --reranker "
         f"reorders, {SERVER_SESSION_SUPPORT['context']} with --context)",
+    )
+    parser.add_argument(
+        "--neighbour-support",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="hybrid: the share of the best fused score among its neighbours (the documents of "
+        "its session just before and after it) each hit gains (0 = off; default the server's "
+        f"ENGRAM_NEIGHBOUR_SUPPORT: {SERVER_NEIGHBOUR_SUPPORT['search']} for ranked runs, "
+        f"{SERVER_NEIGHBOUR_SUPPORT['reranked']} for questions --reranker reorders, "
+        f"{SERVER_NEIGHBOUR_SUPPORT['context']} with --context)",
     )
     parser.add_argument(
         "--feedback",

@@ -21,6 +21,7 @@ from engram.bench.datasets import Doc
 from engram.bench.options import (
     SERVER_FEEDBACK,
     SERVER_FUSION,
+    SERVER_NEIGHBOUR_SUPPORT,
     SERVER_RRF_K,
     SERVER_SESSION_SUPPORT,
     SERVER_WEIGHTS,
@@ -58,7 +59,11 @@ class RetrieverOptions:
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
     session_support: float = SERVER_SESSION_SUPPORT["search"]  # hybrid: ENGRAM_SESSION_SUPPORT
-    reranked_support: float = SERVER_SESSION_SUPPORT["reranked"]  # the same, when reranked
+    reranked_support: float = SERVER_SESSION_SUPPORT["reranked"]
+    neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT["search"]  # ENGRAM_NEIGHBOUR_SUPPORT
+    reranked_neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT[
+        "reranked"
+    ]  # the same, when reranked
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
@@ -202,6 +207,18 @@ def support_for(options: RetrieverOptions, reranked: bool) -> float:
     )
 
 
+def neighbours_for(options: RetrieverOptions, reranked: bool) -> float:
+    """The neighbour support a query is fused with, chosen as ``support_for`` chooses."""
+    from engram.search import support_share
+
+    return support_share(
+        options.reranker is not None and reranked,
+        options.rerank_depth,
+        options.neighbour_support,
+        options.reranked_neighbour_support,
+    )
+
+
 def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[Doc]) -> None:
     """Remember the documents' texts when a reranker will read them."""
     if options.reranker is not None:
@@ -260,7 +277,15 @@ def fused_search(
     query names first, fused again with the vector stream's feedback from the first hit
     (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set.
     ``keyword_store``: the retriever whose store holds the keyword index (times, coverage)."""
-    from engram.search import feedback_ranking, first_coverage, fuse, tune, weighs_firsts
+    from engram import keyword
+    from engram.search import (
+        candidates,
+        feedback_ranking,
+        first_coverage,
+        fuse,
+        tune,
+        weighs_firsts,
+    )
 
     conn = keyword_store.connection()
     tuning = tune(query, weights)
@@ -269,6 +294,8 @@ def fused_search(
         if weighs_firsts(tuning.sure_first, options.fusion, len(rankings))
         else None
     )
+    share = neighbours_for(options, tuning.rerank)
+    beside = keyword.neighbours(conn, candidates(rankings)) if share > 0 else None
 
     def fused() -> list[Any]:
         return [
@@ -282,14 +309,16 @@ def fused_search(
                 sure_first=tuning.sure_first,
                 session_support=support_for(options, tuning.rerank),
                 coverage=covered,
+                neighbours=beside,
+                neighbour_support=share,
             )
         ]
 
     hits, again = named_times_first(conn, query, now, fused())
     if tuning.feedback and options.feedback > 0 and hits:
-        candidates = [hit.doc_id for hit in rankings["vector"]]  # as the server's Chroma query
+        ranked = [hit.doc_id for hit in rankings["vector"]]  # as the server's Chroma query
         moved = feedback_ranking(
-            vector.query_vector(query), hits, vector.vectors(candidates), options.feedback
+            vector.query_vector(query), hits, vector.vectors(ranked), options.feedback
         )
         if moved:
             rankings["vector"] = moved

@@ -35,6 +35,9 @@ turn (cumulative: the same store grows), then measured:
             coverage      search.first_coverage alone, over the bm25 and vector streams' top
                           hits (hits: 2 when their first hits differ and it was read, else 0):
                           what ranked hybrid search adds to weigh the two first hits
+            neighbours    keyword.neighbours alone over every candidate of the bm25, vector
+                          and graph streams (hits: candidates with a neighbour): what hybrid
+                          search adds to fuse with ENGRAM_NEIGHBOUR_SUPPORT
             vec-embed     query embedding alone (VectorIndex.embed_query, the real model)
             vec-chroma    Chroma query alone (VectorIndex.search with the vector given)
             vec-pool      VectorIndex.search (embedding + Chroma) submitted to search's pool,
@@ -72,7 +75,7 @@ import bench_spine  # this folder is sys.path[0] when run as a script
 from bench_spine import Dist, Stopwatch, log, machine_lines, pick_query
 from sqlalchemy import text
 
-from engram import derive, graph, observations, search
+from engram import derive, graph, keyword, observations, search
 from engram.bench.vectors import EmbeddingCache, embed_cached, text_key
 from engram.compress import compress
 from engram.embedders.local import LocalMiniLMEmbedder
@@ -106,6 +109,7 @@ BLOCKS = (
     "bm25",
     "graph",
     "coverage",
+    "neighbours",
     "vec-embed",
     "vec-chroma",
     "vec-pool",
@@ -462,6 +466,28 @@ def run_block(
                 covered = search.first_coverage(conn, store.keyword, q, rankings)
                 block.seconds.append(time.perf_counter() - t0)
                 block.hits.append(len(covered or {}))
+        return
+    if name == "neighbours":
+        with store.read() as conn:
+
+            def candidates(q: str, scope: Scope) -> list[str]:
+                return search.candidates(
+                    {
+                        "bm25": store.keyword.search(conn, q, scope, DEPTH, None),
+                        "vector": index.search(q, scope, DEPTH, None),
+                        "graph": graph.stream(conn, q, scope, search.graph_depth(LIMIT), None),
+                    }
+                )
+
+            for q, project, _ in warmup:
+                keyword.neighbours(conn, candidates(q, Scope(project)))
+            block = blocks.setdefault(name, Block())
+            for q, project, _ in queries:
+                ids = candidates(q, Scope(project))
+                t0 = time.perf_counter()
+                beside = keyword.neighbours(conn, ids)
+                block.seconds.append(time.perf_counter() - t0)
+                block.hits.append(sum(1 for found in beside.values() if found))
         return
     if name == "vec-embed":  # vec-embed and vec-chroma from one loop
         for q, project, _ in warmup:
