@@ -461,8 +461,9 @@ def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
 
 def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """Each of ``doc_ids``' neighbours: the documents of its kind in its session recorded just
-    before and just after it (by time, then by indexing order), by doc id. A document without a
-    session, or alone in it, has none; documents the index no longer has are left out."""
+    before and just after it (by time, then by indexing order), by doc id; ``()`` for one alone
+    in its session. Documents without a session, and those the index no longer has, are left
+    out."""
     if not doc_ids:
         return {}
     doc, other = kw_docs.alias("doc"), kw_docs.alias("other")
