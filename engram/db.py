@@ -280,8 +280,10 @@ def _ledger_stored_index(conn: Connection) -> None:
 
 
 def _session_order_index(conn: Connection) -> None:
-    """Keyword documents by session and time: search reads each candidate's neighbours, the
-    documents of its session recorded just before and after it (``keyword.neighbours``)."""
+    """Keyword documents by session, kind and time: search reads each candidate's neighbours,
+    the documents of its kind in its session recorded just before and after it
+    (``keyword.neighbours``; with session and time alone SQLite chose the kind-and-time index
+    and scanned)."""
     index = next(i for i in schema.kw_docs.indexes if i.name == "ix_kw_docs_session_created")
     index.create(conn, checkfirst=True)
 

@@ -59,11 +59,10 @@ class RetrieverOptions:
     graph_weight: float = SERVER_WEIGHTS["graph"]
     fusion: str = SERVER_FUSION  # hybrid: score or rrf (``engram.search.fuse``)
     session_support: float = SERVER_SESSION_SUPPORT["search"]  # hybrid: ENGRAM_SESSION_SUPPORT
-    reranked_support: float = SERVER_SESSION_SUPPORT["reranked"]
-    neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT["search"]  # ENGRAM_NEIGHBOUR_SUPPORT
-    reranked_neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT[
-        "reranked"
-    ]  # the same, when reranked
+    reranked_support: float = SERVER_SESSION_SUPPORT["reranked"]  # the same, when reranked
+    # hybrid: ENGRAM_NEIGHBOUR_SUPPORT, ranked and reranked
+    neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT["search"]
+    reranked_neighbour_support: float = SERVER_NEIGHBOUR_SUPPORT["reranked"]
     embedder: Any = None  # vector: None = the local MiniLM
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
