@@ -280,12 +280,27 @@ def _ledger_stored_index(conn: Connection) -> None:
 
 
 def _session_order_index(conn: Connection) -> None:
-    """Keyword documents by session, kind and time: search reads each candidate's neighbours,
-    the documents of its kind in its session recorded just before and after it
-    (``keyword.neighbours``; with session and time alone SQLite chose the kind-and-time index
-    and scanned)."""
+    """Keyword documents by session, kind and time: search reads each candidate's neighbour,
+    the document of its kind in its session recorded just before it (``keyword.neighbours``;
+    with session and time alone SQLite chose the kind-and-time index and scanned)."""
     index = next(i for i in schema.kw_docs.indexes if i.name == "ix_kw_docs_session_created")
     index.create(conn, checkfirst=True)
+
+
+def _speakers(conn: Connection) -> None:
+    """Who said each keyword document: search's neighbours lift only the other party's turn
+    (``keyword.neighbours``). Observations already indexed get theirs from their kind, by the
+    rule ``observations.speaker`` applies to new ones: a prompt is the user's, the rest the
+    agent's."""
+    if "speaker" not in {c["name"] for c in inspect(conn).get_columns("kw_docs")}:
+        conn.execute(text(f"ALTER TABLE kw_docs ADD COLUMN speaker VARCHAR({schema.ID})"))
+    conn.execute(
+        text(
+            "UPDATE kw_docs SET speaker = (SELECT CASE WHEN o.kind = 'prompt' THEN 'user' "
+            "ELSE 'agent' END FROM observations AS o WHERE o.id = kw_docs.doc_id) "
+            "WHERE kind = 'observation' AND speaker IS NULL"
+        )
+    )
 
 
 # Append-only. A fresh database runs every step; an existing one runs the steps it lacks.
@@ -309,6 +324,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (16, "viewer: activity feed and sign-in tokens", _viewer),
     (17, "event ledger by stored time, for metrics", _ledger_stored_index),
     (18, "keyword documents by session and time, for neighbours", _session_order_index),
+    (19, "keyword documents: who said each, for neighbours", _speakers),
 )
 
 

@@ -148,6 +148,7 @@ def claim(conn: Connection, target: str, limit: int, lease_seconds: float) -> li
                 created_at=d.created_at,
                 agent_id=d.agent_id,
                 session_id=d.session_id,
+                speaker=d.speaker,
             )
         changes.append(
             Change(

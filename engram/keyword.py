@@ -51,6 +51,7 @@ class KeywordDoc:
     created_at: float
     agent_id: str | None = None
     session_id: str | None = None
+    speaker: str | None = None  # who said it, in its session (``neighbours``); None: not a turn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,7 @@ def _insert_doc(conn: Connection, doc: KeywordDoc, length: int) -> int:
             project=doc.project,
             agent_id=doc.agent_id,
             session_id=doc.session_id,
+            speaker=doc.speaker,
             length=length,
             created_at=doc.created_at,
             body=doc.body,
@@ -460,38 +462,37 @@ def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
 
 
 def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Each of ``doc_ids``' neighbours: the documents of its kind in its session recorded just
-    before and just after it (by time, then by indexing order), by doc id; ``()`` for one alone
-    in its session. Documents without a session, and those the index no longer has, are left
-    out."""
+    """Each of ``doc_ids``' neighbour, by doc id: the document of its kind in its session
+    recorded just before it (by time, then by indexing order), kept only where the other party
+    said it (both have a speaker and the speakers differ), so a reply has the turn it answers: a
+    question before its answer, a prompt before what the agent did about it. ``()`` where there
+    is none: the first of a session, a turn after its own speaker's (a store of the user's turns
+    alone has the replies between them missing) or without a speaker. Documents without a
+    session, and those the index no longer has, are left out. Only the turn before: lifting a
+    prompt by what followed it as well put prompts that merely opened a matching session above
+    the answer (docs/benchmarks.md, "Neighbours")."""
     if not doc_ids:
         return {}
-    doc, other = kw_docs.alias("doc"), kw_docs.alias("other")
-    here = tuple_(doc.c.created_at, doc.c.id)
-    there = tuple_(other.c.created_at, other.c.id)
-
-    def beside(before: bool) -> ColumnElement[str]:
-        order = (
-            (other.c.created_at.desc(), other.c.id.desc())
-            if before
-            else (other.c.created_at, other.c.id)
+    doc, other, prev = kw_docs.alias("doc"), kw_docs.alias("other"), kw_docs.alias("prev")
+    before = (
+        select(other.c.id)
+        .where(
+            other.c.session_id == doc.c.session_id,
+            other.c.kind == doc.c.kind,
+            tuple_(other.c.created_at, other.c.id) < tuple_(doc.c.created_at, doc.c.id),
         )
-        return (
-            select(other.c.doc_id)
-            .where(
-                other.c.session_id == doc.c.session_id,
-                other.c.kind == doc.c.kind,
-                there < here if before else there > here,
-            )
-            .order_by(*order)
-            .limit(1)
-            .scalar_subquery()
-        )
-
-    stmt = select(doc.c.doc_id, beside(True).label("before"), beside(False).label("after")).where(
-        doc.c.doc_id.in_(doc_ids), doc.c.session_id.is_not(None)
+        .order_by(other.c.created_at.desc(), other.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    stmt = (
+        select(doc.c.doc_id, doc.c.speaker, prev.c.doc_id.label("prev"), prev.c.speaker.label("by"))
+        .select_from(doc.outerjoin(prev, prev.c.id == before))
+        .where(doc.c.doc_id.in_(doc_ids), doc.c.session_id.is_not(None))
     )
     return {
-        row.doc_id: tuple(n for n in (row.before, row.after) if n is not None)
+        row.doc_id: (row.prev,)
+        if row.prev is not None and None not in (row.speaker, row.by) and row.speaker != row.by
+        else ()
         for row in conn.execute(stmt)
     }

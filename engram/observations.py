@@ -80,10 +80,17 @@ def store(conn: Connection, keyword: KeywordIndex, event: Event, compressed: Com
                 created_at=event.timestamp,
                 agent_id=event.agent_id,
                 session_id=event.session_id,
+                speaker=speaker(compressed.kind),
             ),
         )
     inbox.complete(conn, event.event_id)
     return created
+
+
+def speaker(kind: str) -> str:
+    """Who an observation of ``kind`` is from, as search's neighbours tell the two parties of a
+    session apart: ``user`` (a prompt) or ``agent`` (what the agent did, said or was told)."""
+    return "user" if kind == "prompt" else "agent"
 
 
 def index_body(compressed: Compressed) -> str:

@@ -233,6 +233,7 @@ kw_docs = Table(
     Column("project", String(ID), nullable=False),
     Column("agent_id", String(ID)),
     Column("session_id", String(ID)),
+    Column("speaker", String(ID)),  # who said it (user | agent for observations); neighbours
     Column("length", Integer, nullable=False, default=0),
     Column("created_at", Float, nullable=False),
     Column("body", Text),  # the indexed text, as given: what derived indexes (vectors, graph) read

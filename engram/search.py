@@ -229,13 +229,15 @@ When the reranker reads the fused top (``reranked``) it sorts what support gathe
 LongMemEval-S loss is gone: 0.3 there (LoCoMo recall@10 69.2 -> 72.6, LongMemEval-S turns
 any@5 94.5 -> 95.0, sessions by best turns all@5 94.0 -> 93.3; "Requests for advice")."""
 NEIGHBOUR_SUPPORT: dict[str, float] = dict(settings.default("ENGRAM_NEIGHBOUR_SUPPORT"))
-"""Per caller, as ``SESSION_SUPPORT``: each fused hit gains this share of the best fused score
-among its neighbours (``keyword.neighbours``: the documents of its kind in its session recorded
-just before and after it). The question's words are often in one turn and its answer in the
-next: a question and its reply, a prompt and the tool output that answers it. Off for every
-caller by default: at 0.35 LoCoMo turn recall@10 67.5 -> 72.9, but LongMemEval-S turns, which
-store only the user's turns (two "neighbours" there have the assistant's reply between them),
-recall_all@5 72.7 -> 67.5 (docs/benchmarks.md, "Neighbours")."""
+"""Per caller, as ``SESSION_SUPPORT``: each fused hit gains this share of its neighbour's fused
+score (``keyword.neighbours``: the other party's turn recorded just before it in its session).
+The question's words are often in one turn and its answer in the reply: a question and its
+answer, a prompt and the tool output that answers it. At 0.5 LoCoMo turn recall@10 67.5 -> 72.5
+with no cell lost; LongMemEval-S's official turns are the user's alone, so none has a
+neighbour and nothing changes there. Counted both ways (the turn after as well) it lifted
+prompts that merely opened a matching session above the answer on the coding set; counted
+between any two turns it cost LongMemEval-S recall_all@5 72.7 -> 67.5 (docs/benchmarks.md,
+"Neighbours")."""
 SUPPORTED_DEPTH = 10
 """The reranker sorts what session support gathers only when it reads this deep: reading the
 top 5 of a ranking support has crowded with one session left LongMemEval-S turns' recall_all@5
@@ -302,10 +304,10 @@ def fuse(
     (``keyword.coverage``) when they differ, the one that holds more of the query's words is
     believed instead (``COVERAGE_MARGIN``, ``COVERAGE_MIN``, ``COVERED_BONUS``). Then each hit
     gains ``neighbour_support`` times the best fused score among its ``neighbours`` (doc id ->
-    the ids recorded just before and after it in its session, ``keyword.neighbours``), and every
-    hit with a session ``session_support`` times the sum of its session's best ``SESSION_TOP``
-    fused scores. Ties go to the better best rank, then the
-    earlier stream. Weights are renormalised over the streams that answered."""
+    ids; the server's are the other party's turn just before it, ``keyword.neighbours``), and
+    every hit with a session ``session_support`` times the sum of its session's best
+    ``SESSION_TOP`` fused scores. Ties go to the better best rank, then the earlier stream.
+    Weights are renormalised over the streams that answered."""
     method = method or FUSION
     if method not in FUSIONS:
         raise ValueError(f"unknown fusion {method!r}; choose from {', '.join(FUSIONS)}")
@@ -434,8 +436,8 @@ def _support_sessions(
 def _support_neighbours(
     scores: dict[str, float], neighbours: Mapping[str, Sequence[str]], share: float
 ) -> None:
-    """Add to each hit ``share`` of the best fused score among its ``neighbours`` (the hits of
-    its session recorded just before and after it), as the scores were before any support."""
+    """Add to each hit ``share`` of the best fused score among its ``neighbours`` (on the server
+    the other party's turn just before it), as the scores were before any support."""
     before = dict(scores)
     for doc_id in scores:
         beside = [before[n] for n in neighbours.get(doc_id, ()) if n in before]

@@ -19,6 +19,7 @@ from engram import audit
 from engram.errors import FieldErrors
 from engram.events import parse_timestamp
 from engram.keyword import KeywordDoc
+from engram.observations import speaker
 from engram.privacy import scrub
 from engram.schema import event_ledger, kw_docs, memories, memory_versions, observations, sessions
 from engram.store import Store, dumps, insert_ignore, iso, loads, now
@@ -518,6 +519,7 @@ def _import_observation(
             created_at=values["created_at"],
             agent_id=values.get("agent_id"),
             session_id=values["session_id"],
+            speaker=speaker(values["kind"]),
         ),
     )
 

@@ -437,6 +437,9 @@ def test_locomo_loader_turn_and_session_level() -> None:
     first = turn.queries[0]
     assert first.gold == {"D1:3"} and first.haystack == "conv-26"
     assert any(d.unit_id == "D1:3" and "Caroline:" in d.text for d in turn.docs)
+    # each turn filed under its speaker, as search's neighbours tell the two apart
+    assert all(d.speaker and d.text.startswith(f"{d.speaker}: ") for d in turn.docs)
+    assert {d.speaker for d in turn.docs if d.haystack == "conv-26"} == {"Caroline", "Melanie"}
     # "1:56 pm on 8 May, 2023", the date of conv-26's first session; questions carry no date
     said = next(d for d in turn.docs if d.unit_id == "D1:3").created_at
     assert said == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()
@@ -483,6 +486,9 @@ def test_longmemeval_loader_protocols_on_a_slice(tmp_path: Path) -> None:
     assert lme_time("2023/05/20 (Sat) 07:47") == datetime(2023, 5, 20, 7, 47, tzinfo=timezone.utc)
     all_turns = load("longmemeval-oracle", tmp_path, "turn", "all-turns")
     assert len(all_turns.docs) > len(turn.docs)
+    # the official protocol stores the user's turns alone: no two of them are neighbours
+    assert {d.speaker for d in turn.docs} == {"user"}
+    assert {d.speaker for d in all_turns.docs} == {"user", "assistant"}
     assert len(all_turns.queries) >= 8  # assistant-side evidence counts, _abs is not skipped
 
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy import text as sql
 
 from engram import analysis, inbox, keyword, memories, observations, sessions, summary
 from engram.compress import compress
 from engram.db import MIGRATIONS, migrate, schema_version
 from engram.events import validate_event
 from engram.keyword import Fts5Index, KeywordDoc, PostingsIndex
-from engram.schema import capture_inbox, event_ledger
+from engram.schema import capture_inbox, event_ledger, kw_docs
 from engram.schema import observations as observations_table
 from engram.scope import Scope, Window
 from engram.store import Store
@@ -126,38 +127,107 @@ def test_coverage_weighs_the_query_words_a_document_holds_by_their_rarity(store:
         assert keyword.coverage(conn, weights, []) == {}
 
 
-def test_neighbours_are_the_documents_of_a_session_recorded_just_before_and_after(
+def test_a_documents_neighbour_is_the_other_partys_turn_recorded_just_before_it(
     store: Store,
 ) -> None:
     """By time, then by the order they were indexed (turns of one conversation share its time);
-    only the same kind in the same session; none without a session."""
+    only the same kind in the same session; only where the other party said it (a turn after
+    its own speaker's, or next to one without a speaker, has none); none without a session."""
     docs = [
-        ("a1", "observation", "A", 10.0),
-        ("a2", "observation", "A", 20.0),
-        ("a3", "observation", "A", 20.0),  # same time as a2: indexed after it
-        ("a4", "observation", "A", 30.0),
-        ("a-sum", "summary", "A", 25.0),  # another kind: not a neighbour of a3 or a4
-        ("b1", "observation", "B", 21.0),  # another session, between a2 and a4 in time
-        ("lone", "observation", "C", 5.0),
-        ("none", "memory", None, 20.0),
+        ("a1", "observation", "A", 10.0, "user"),
+        ("a2", "observation", "A", 20.0, "agent"),
+        ("a3", "observation", "A", 20.0, "agent"),  # same time as a2: indexed after it
+        ("a4", "observation", "A", 30.0, "user"),
+        ("a5", "observation", "A", 40.0, None),  # no speaker: no one's neighbour, none of its own
+        ("a6", "observation", "A", 50.0, "user"),
+        ("a-sum", "summary", "A", 35.0, "agent"),  # another kind: not a neighbour of a5
+        ("b1", "observation", "B", 21.0, "user"),  # another session, between a2 and a4 in time
+        ("d1", "observation", "D", 10.0, "user"),  # a store of the user's turns alone
+        ("d2", "observation", "D", 11.0, "user"),
+        ("e1", "observation", "E", 10.0, "Caroline"),  # two people talking
+        ("e2", "observation", "E", 11.0, "Melanie"),
+        ("e3", "observation", "E", 12.0, "Caroline"),
+        ("lone", "observation", "C", 5.0, "user"),
+        ("none", "memory", None, 20.0, None),
     ]
     with store.write() as conn:
-        for doc_id, kind, session, at in docs:
+        for doc_id, kind, session, at, speaker in docs:
             store.keyword.upsert(
-                conn, KeywordDoc(doc_id, kind, "p", f"text {doc_id}", at, session_id=session)
+                conn,
+                KeywordDoc(
+                    doc_id, kind, "p", f"text {doc_id}", at, session_id=session, speaker=speaker
+                ),
             )
+    asked = ["a1", "a2", "a3", "a4", "a5", "a6", "a-sum", "d1", "d2", "e2", "e3", "lone", "none"]
     with store.read() as conn:
-        beside = keyword.neighbours(conn, ["a1", "a2", "a3", "a4", "a-sum", "lone", "none", "x"])
+        beside = keyword.neighbours(conn, [*asked, "x"])
         assert keyword.neighbours(conn, []) == {}
-    assert {k: set(v) for k, v in beside.items()} == {
-        "a1": {"a2"},
-        "a2": {"a1", "a3"},
-        "a3": {"a2", "a4"},
-        "a4": {"a3"},
-        "a-sum": set(),
-        "lone": set(),
+    assert beside == {
+        "a1": (),
+        "a2": ("a1",),
+        "a3": (),  # after a2, its own speaker's
+        "a4": ("a3",),
+        "a5": (),
+        "a6": (),  # after a5, which has no speaker
+        "a-sum": (),
+        "d1": (),
+        "d2": (),
+        "e2": ("e1",),
+        "e3": ("e2",),
+        "lone": (),
     }
-    assert beside["a3"] == ("a2", "a4")  # before, then after
+
+
+def test_observations_are_filed_by_who_said_them_and_old_ones_are_given_theirs(
+    store: Store, tmp_path: Path
+) -> None:
+    """A prompt is the user's, whatever the agent did or said is the agent's (``neighbours``
+    tell the two apart); an import files them by the same rule, and migration 19 gives documents
+    indexed before it theirs; summaries and memories have none."""
+    from engram import transfer
+
+    prompt = validate_event(
+        {
+            "eventId": "s1:0",
+            "sessionId": "s1",
+            "project": "p",
+            "host": "raw",
+            "hookType": "UserPromptSubmit",
+            "eventKind": "prompt",
+            "prompt": "why does the billing service refuse connections?",
+        },
+        max_field_chars=10_000,
+        received_at=time.time(),
+    )
+    for event in (prompt, _event("p", "s1", 1, "curl localhost:8443 refused")):
+        _accept_and_store(store, event)
+    with store.write() as conn:
+        store.keyword.upsert(
+            conn, KeywordDoc("sum_s1", "summary", "p", "fixed it", 9.0, None, "s1")
+        )
+
+    def speakers(of: Store = store) -> dict[str, str | None]:
+        with of.read() as conn:
+            rows = conn.execute(select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.speaker))
+            return {r.kind if r.kind == "summary" else r.doc_id: r.speaker for r in rows}
+
+    with store.read() as conn:
+        kinds = dict(conn.execute(select(observations_table.c.id, observations_table.c.kind)).all())
+    by_kind = {kinds[k]: v for k, v in speakers().items() if k in kinds}
+    assert by_kind == {"prompt": "user", "command": "agent"}
+    assert speakers()["summary"] is None
+    before = speakers()
+    with store.write() as conn:  # back to the shape before migration 19
+        conn.execute(sql("ALTER TABLE kw_docs DROP COLUMN speaker"))
+        conn.execute(sql("DELETE FROM schema_migrations WHERE version = 19"))
+    assert migrate(store.engine) == [19]
+    assert speakers() == before
+    target = Store.open(f"sqlite:///{tmp_path / 'target.db'}")
+    try:
+        transfer.import_(target, transfer.export(store), "skip")
+        assert speakers(target) == {k: v for k, v in before.items() if k in kinds}
+    finally:
+        target.close()
 
 
 def test_held_terms_are_the_index_terms_among_those_asked() -> None:

@@ -4,6 +4,7 @@ embedder, the derive queue drained by the embed task, fusion, status and degrada
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -678,20 +679,20 @@ def test_ranked_search_weighs_the_streams_first_hits_by_coverage(
 def test_hybrid_search_lifts_the_turn_after_the_one_that_holds_the_words(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Hybrid search reads the candidates' neighbours (``keyword.neighbours``) and fuses with
-    the neighbour share: the reply to the turn that holds the question's words rises above a
-    lone match elsewhere. Keyword mode, and a share of 0, read none."""
+    """Hybrid search reads the candidates' neighbours (``keyword.neighbours``: the other party's
+    turn just before) and fuses with the neighbour share: the reply to the turn that holds the
+    question's words rises above a lone match elsewhere. Keyword mode, and a share of 0, read
+    none."""
     turns = [
-        ("ask", "s1", 1.0, "Which port does the billing service listen on after the move?"),
-        ("reply", "s1", 2.0, "It listens on 8443 now; the old service port is closed."),
-        ("later", "s1", 3.0, "Thanks, deploying it."),
-        ("lone", "s2", 1.0, "The search service listens on the port its config names."),
+        ("ask", "s1", 1.0, "user", "Which port does the billing service listen on after the move?"),
+        ("reply", "s1", 2.0, "agent", "It listens on 8443 now; the old service port is closed."),
+        ("later", "s1", 3.0, "user", "Thanks, deploying it."),
+        ("lone", "s2", 1.0, "user", "The search service listens on the port its config names."),
     ]
     with store.write() as conn:
-        for doc_id, session, at, body in turns:
-            store.keyword.upsert(
-                conn, KeywordDoc(doc_id, "observation", "p", body, at, session_id=session)
-            )
+        for doc_id, session, at, speaker, body in turns:
+            doc = KeywordDoc(doc_id, "observation", "p", body, at, session_id=session)
+            store.keyword.upsert(conn, dataclasses.replace(doc, speaker=speaker))
     given: list[tuple[Any, float]] = []
     real_fuse = search.fuse
 
@@ -715,7 +716,7 @@ def test_hybrid_search_lifts_the_turn_after_the_one_that_holds_the_words(
     with store.read() as conn:
         ranked = store.keyword.search(conn, query, Scope("p"), 40)
         expected = keyword.neighbours(conn, sorted(h.doc_id for h in ranked))
-    assert given[1] == (expected, 1.0) and expected["reply"] == ("ask", "later")
+    assert given[1] == (expected, 1.0) and expected["reply"] == ("ask",)
     assert plain.index("reply") > plain.index("lone")
     assert lifted[:2] == ["ask", "reply"]  # the reply rises with the turn it answers
     given.clear()

@@ -49,6 +49,7 @@ class Doc:
     text: str
     session_id: str = ""  # the conversation session a turn belongs to; "" = the unit itself
     created_at: float | None = None  # when it was said (epoch seconds), when the dataset says
+    speaker: str | None = None  # who said it (turns): search's neighbours lift the other party's
 
     @property
     def session(self) -> str:
@@ -83,6 +84,7 @@ class Turn:
     turn_id: str
     text: str
     indexed: bool  # under the protocol (official LongMemEval: user turns only)
+    speaker: str | None = None  # who said it: user or assistant, LoCoMo's speaker's name
 
 
 def _group(
@@ -120,6 +122,7 @@ def _group(
                     turn.text,
                     session_id,
                     at,
+                    turn.speaker,
                 )
             )
     return docs
@@ -174,7 +177,7 @@ def load_longmemeval(
             for t_index, turn in enumerate(session, start=1):
                 indexed = turn["role"] == "user" or not official
                 turn_id = f"{session_id}_{t_index}"
-                turns.append(Turn(turn_id, turn["content"], indexed))
+                turns.append(Turn(turn_id, turn["content"], indexed, turn["role"]))
                 if indexed and turn.get("has_answer"):
                     gold_turns.add(turn_id)
                     evidence_sessions.add(session_id)
@@ -247,7 +250,7 @@ def _locomo_sessions(conversation: dict[str, Any]) -> list[tuple[str, list[Turn]
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares an image: {turn['blip_caption']}]"
-            turns.append(Turn(turn["dia_id"], text, True))
+            turns.append(Turn(turn["dia_id"], text, True, turn["speaker"]))
         sessions.append((f"S{number}", turns))
     return sessions
 
@@ -348,7 +351,12 @@ def load_coding_paraphrase(
         (
             s["id"],
             [
-                Turn(f"{s['id']}/{n}", " ".join(str(v) for v in event.values()), True)
+                Turn(
+                    f"{s['id']}/{n}",
+                    " ".join(str(v) for v in event.values()),
+                    True,
+                    "user" if "prompt" in event else "agent",  # as observations.speaker
+                )
                 for n, event in enumerate(s["events"])
             ],
         )

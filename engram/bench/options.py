@@ -205,8 +205,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SHARE",
-        help="hybrid: the share of the best fused score among its neighbours (the documents of "
-        "its session just before and after it) each hit gains (0 = off; default the server's "
+        help="hybrid: the share of its neighbour's fused score each hit gains (the other "
+        "speaker's turn just before it in its session) (0 = off; default the server's "
         f"ENGRAM_NEIGHBOUR_SUPPORT: {SERVER_NEIGHBOUR_SUPPORT['search']} for ranked runs, "
         f"{SERVER_NEIGHBOUR_SUPPORT['reranked']} for questions --reranker reorders, "
         f"{SERVER_NEIGHBOUR_SUPPORT['context']} with --context)",

@@ -159,6 +159,7 @@ class Bm25Retriever:
                         body=doc.text,
                         created_at=doc.created_at or 0.0,
                         session_id=doc.session,
+                        speaker=doc.speaker,
                     ),
                 )
 
