@@ -462,7 +462,7 @@ def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
 
 
 def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Each of ``doc_ids``' neighbour, by doc id: the document of its kind in its session
+    """The neighbour of each of ``doc_ids``, by doc id: the document of its kind in its session
     recorded just before it (by time, then by indexing order), kept only where the other party
     said it (both have a speaker and the speakers differ), so a reply has the turn it answers: a
     question before its answer, a prompt before what the agent did about it. ``()`` where there
@@ -470,7 +470,7 @@ def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str,
     alone has the replies between them missing) or without a speaker. Documents without a
     session, and those the index no longer has, are left out. Only the turn before: lifting a
     prompt by what followed it as well put prompts that merely opened a matching session above
-    the answer (docs/benchmarks.md, "Neighbours")."""
+    the answer (docs/benchmarks.md, "Neighbours by speaker")."""
     if not doc_ids:
         return {}
     doc, other, prev = kw_docs.alias("doc"), kw_docs.alias("other"), kw_docs.alias("prev")

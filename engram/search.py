@@ -237,7 +237,7 @@ with no cell lost; LongMemEval-S's official turns are the user's alone, so none 
 neighbour and nothing changes there. Counted both ways (the turn after as well) it lifted
 prompts that merely opened a matching session above the answer on the coding set; counted
 between any two turns it cost LongMemEval-S recall_all@5 72.7 -> 67.5 (docs/benchmarks.md,
-"Neighbours")."""
+"Neighbours by speaker")."""
 SUPPORTED_DEPTH = 10
 """The reranker sorts what session support gathers only when it reads this deep: reading the
 top 5 of a ranking support has crowded with one session left LongMemEval-S turns' recall_all@5

@@ -566,8 +566,9 @@ SETTINGS: tuple[Spec, ...] = (
         "agent did, a question before its reply; a turn after its own speaker's has none), so "
         "the reply to the turn that holds a question's words rises with it. Set per caller as "
         "ENGRAM_SESSION_SUPPORT; one number sets all, a caller not named is off, 0 is off. "
-        'Measured (docs/benchmarks.md, "Neighbours"): at 0.5 LoCoMo turn recall@10 67.5 -> '
-        "72.5 and MRR .484 -> .508 without a reranker; LongMemEval-S turns, where only the "
+        'Measured (docs/benchmarks.md, "Neighbours by speaker"): at 0.5 LoCoMo turn '
+        "recall@10 67.5 -> 72.5 and MRR .484 -> .508 without a reranker; LongMemEval-S turns, "
+        "where only the "
         "user's turns are stored, and the coding sets are unchanged. Reranked search takes 0.25 "
         "beside its session support (LoCoMo recall@10 72.5 -> 73.6; at 0.5 multi-hop fell below "
         "BM25's). Off for the context block and hook, where it changed nothing (they fill from "
