@@ -93,6 +93,23 @@ def ago(text: str, now: float) -> list[tuple[float, float]]:
     return found
 
 
+def without_counted_back(text: str) -> str:
+    """``text`` without the times it counts back ("What did I buy 10 days ago?" -> "What did I
+    buy?"): search ranks by the rest and puts what was recorded then first (``named``). The
+    words of a distance from now are the asker's, not the record's: what was written that day
+    says "today" or "just", so "days" and "ago" matched only records that mention days (on
+    LongMemEval-S, "What kitchen appliance did I buy 10 days ago?" ranked a trip plan first
+    among that week's turns; docs/benchmarks.md, "A time counted back is not a topic"). "Last
+    week" and "yesterday" stay: records say them too, and removing them cost questions there.
+    ``text`` itself when nothing else would be left."""
+    rest = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", _AGO.sub(" ", text))).strip()
+    return rest if any(c.isalnum() for c in rest) else text
+
+
+_SPACES = re.compile(r"\s+")
+_SPACE_BEFORE_MARK = re.compile(r"\s+([?.!,;:])")
+
+
 def named(text: str, now: float | None = None) -> list[tuple[float, float]]:
     """Every window the text names: its dates, and (given ``now``) the times it counts back."""
     return windows(text) + (ago(text, now) if now is not None else [])

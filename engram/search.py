@@ -567,12 +567,15 @@ def search(
     in hybrid, fused again with the vector stream's ``feedback`` from the first hit
     (``feedback_ranking``; 0 is off).
     Without a ``window``, the times the query names (``dates.named``, counted back from
-    ``now``, default the clock) put the hits recorded then first (``times_first``)."""
+    ``now``, default the clock) put the hits recorded then first (``times_first``), and the
+    streams and the reranker read the query without the times it counts back ("10 days ago",
+    ``dates.without_counted_back``)."""
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
         weights = {preset.streams[0]: 1.0}
     tuning = tune(query, weights, sure_first)
+    words = query if window else dates.without_counted_back(query)  # what the streams rank by
     if len(preset.streams) > 1:
         weights, sure_first = tuning.weights, tuning.sure_first
     if len(preset.streams) == 1 or not tuning.feedback:
@@ -624,7 +627,7 @@ def search(
     stored: dict[str, Sequence[float]] | None = None
     if index is not None:
         stored = {} if feedback > 0 else None
-        future = _pool.submit(_vector_stream, index, query, scope, depth, kinds, window, stored)
+        future = _pool.submit(_vector_stream, index, words, scope, depth, kinds, window, stored)
     rankings: dict[str, list[KeywordHit]] = {}
     if wants_vectors and index is None:
         problems["vector"] = (
@@ -635,16 +638,16 @@ def search(
     graph_future = None
     if "graph" in preset.streams and graph and weights.get("graph", 0) > 0:
         graph_future = _pool.submit(
-            _graph_stream, store, query, scope, graph_depth(limit), kinds, window
+            _graph_stream, store, words, scope, graph_depth(limit), kinds, window
         )
     weigh_firsts = weighs_firsts(sure_first, fusion, len(preset.streams))
     term_weights: dict[str, float] | None = None
     with store.read() as conn:
         if "bm25" in preset.streams:
-            rankings["bm25"] = store.keyword.search(conn, query, scope, depth, kinds, window)
+            rankings["bm25"] = store.keyword.search(conn, words, scope, depth, kinds, window)
             if weigh_firsts and rankings["bm25"] and future is not None:
                 # while the vector stream runs: what the first hits are weighed by (fuse)
-                term_weights = keyword.term_weights(conn, store.keyword, query)
+                term_weights = keyword.term_weights(conn, store.keyword, words)
         if graph_future is not None:
             rankings["graph"] = graph_future.result()
         query_vector: Sequence[float] | None = None
@@ -656,7 +659,7 @@ def search(
                 log.warning("vector stream failed, answering without it: %s", exc)
 
         covered = (
-            first_coverage(conn, store.keyword, query, rankings, term_weights)
+            first_coverage(conn, store.keyword, words, rankings, term_weights)
             if weigh_firsts
             else None
         )
@@ -698,7 +701,7 @@ def search(
         head = hydrate(conn, ordered[:rerank_depth]) if reranker is not None else []
     if reranker is not None and head:
         try:  # outside the read: a cross-encoder takes a while, and holds no connection
-            ordered = rerank(reranker, query, ordered, head, rerank_depth)
+            ordered = rerank(reranker, words, ordered, head, rerank_depth)
         except Exception as exc:  # noqa: BLE001 - a failing reranker leaves fusion's order
             problems["rerank"] = f"{type(exc).__name__}: {exc}"
             log.warning("reranker failed, answering in fusion's order: %s", exc)

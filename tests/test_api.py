@@ -638,6 +638,29 @@ def test_a_question_that_names_a_time_gets_what_was_recorded_then_first(
     assert status == 200 and body["items"][0]["sessionId"] == "s-today" and "times" not in body
 
 
+def test_a_time_counted_back_orders_the_hits_and_the_rest_of_the_question_ranks_them(
+    api: Api, project: str
+) -> None:
+    """ "two weeks ago" is when, not what: of two observations recorded then, the one about the
+    question's subject comes first, not the one that repeats "two weeks"; the answer still
+    reads the window the phrase names."""
+    now = time.time()
+    then = datetime.fromtimestamp(now - 14 * 86400, timezone.utc).isoformat()
+    for session, output in (
+        ("s-standup", "standup: two weeks ago we said two more weeks, still two weeks out"),
+        ("s-kitchen", "unboxed the new air fryer, a kitchen appliance for the office"),
+    ):
+        api.post(
+            "/v1/observe", observe_body(project, session, 1, toolOutput=output, timestamp=then)
+        )
+    api.wait_drained()
+    question = {"query": "which kitchen appliance did we buy two weeks ago", "project": project}
+    status, body = api.post("/v1/search", question)
+    assert status == 200 and body["items"][0]["sessionId"] == "s-kitchen", body["items"]
+    (window,) = body["times"]
+    assert window["since"] < then < window["until"]
+
+
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:
     for n in range(6):
         api.post(

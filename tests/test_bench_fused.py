@@ -61,3 +61,24 @@ def test_hybrids_put_what_was_recorded_at_the_time_a_question_names_first(
     by_name = {r.name: r for r in results}
     first = {name: [row["recall_any@1"] for row in r.rows] for name, r in by_name.items()}
     assert first == {"bm25": [0.0, 0.0], "hybrid": [1.0, 0.0], "hybrid+graph": [1.0, 0.0]}
+
+
+def test_hybrids_rank_a_dated_question_by_its_words_without_the_time_it_counts_back(
+    tmp_path: Path,
+) -> None:
+    """As the server: of two sessions recorded two weeks before the question, the one about its
+    subject comes first, not the one that repeats "two weeks"; BM25 alone, which ranks by the
+    whole question, puts that one first."""
+    asked = 1_700_000_000.0
+    then = asked - 14 * 86400
+    docs = [
+        Doc("t/standup", "s-standup", "t", "two weeks ago we said two more weeks", created_at=then),
+        Doc("t/fryer", "s-fryer", "t", "unboxed the new kitchen air fryer", created_at=then),
+    ]
+    text = "which kitchen appliance did we buy two weeks ago"
+    queries = [Query("q", text, "t", frozenset({"s-fryer"}), "time", now=asked)]
+    dataset = Dataset("toy", "session", "official", docs, queries)
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
+    first = {r.name: r.rows[0]["recall_any@1"] for r in results}
+    assert first == {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}

@@ -85,3 +85,24 @@ def test_named_has_the_dates_and_with_a_now_the_times_counted_back() -> None:
     assert dates.named(text) == dates.windows(text)
     assert dates.named(text, NOW) == dates.windows(text) + dates.ago(text, NOW)
     assert len(dates.named(text, NOW)) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("What kitchen appliance did I buy 10 days ago?", "What kitchen appliance did I buy?"),
+        ("the art event two weeks ago, where was it held", "the art event, where was it held"),
+        ("something I cooked a couple of days ago", "something I cooked"),
+        ("what broke last week", "what broke last week"),
+        ("what did we fix yesterday", "what did we fix yesterday"),
+        ("How many days ago did I meet Emma?", "How many days ago did I meet Emma?"),
+        ("two weeks ago", "two weeks ago"),
+    ],
+)
+def test_the_words_a_query_is_ranked_by_leave_out_the_times_it_counts_back(
+    text: str, words: str
+) -> None:
+    """A distance from now is the asker's, not the record's; "last week" and "yesterday" are
+    words records use too, a question about the distance names no time, and a query that is
+    only a time keeps its words."""
+    assert dates.without_counted_back(text) == words

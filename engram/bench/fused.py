@@ -20,6 +20,7 @@ from engram.bench.retrievers import (
     fused_search,
     keep_texts,
     register,
+    stream_words,
 )
 from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
@@ -94,10 +95,11 @@ class HybridGraphRetriever:
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         depth = max(limit, self.options.fusion_depth)
+        words = stream_words(query, now)
         rankings: dict[str, Any] = {
-            "bm25": self.streams.hits(query, haystack, depth),
-            "vector": self.vector.hits(query, haystack, depth),
-            "graph": self.streams.graph_hits(query, haystack, depth),
+            "bm25": self.streams.hits(words, haystack, depth),
+            "vector": self.vector.hits(words, haystack, depth),
+            "graph": self.streams.graph_hits(words, haystack, depth),
         }
         ordered = fused_search(
             self.options, self.streams, self.vector, self._texts,

@@ -225,6 +225,15 @@ def keep_texts(options: RetrieverOptions, texts: dict[str, str], docs: Sequence[
         texts.update((d.doc_id, d.text) for d in docs)
 
 
+def stream_words(query: str, now: float | None) -> str:
+    """What the streams rank by, as ``engram.search.search``: the query without the times it
+    counts back (``dates.without_counted_back``) when there is a ``now`` to count them from
+    (the question's date), else the query as asked."""
+    from engram import dates
+
+    return query if now is None else dates.without_counted_back(query)
+
+
 def named_times_first(
     conn: Any, query: str, now: float | None, ordered: list[Any]
 ) -> tuple[list[Any], Callable[[list[Any]], list[Any]]]:
@@ -276,7 +285,9 @@ def fused_search(
     hits weighed by how much of the query each holds, ``first_coverage``), the hits of a time the
     query names first, fused again with the vector stream's feedback from the first hit
     (``vector``: a ``VectorRetriever``), and the top reranked when a reranker is set.
-    ``keyword_store``: the retriever whose store holds the keyword index (times, coverage)."""
+    ``keyword_store``: the retriever whose store holds the keyword index (times, coverage);
+    ``rankings``: the streams' for ``stream_words(query, now)``, which the coverage, the
+    feedback and the reranker read too."""
     from engram import keyword
     from engram.search import (
         candidates,
@@ -289,8 +300,9 @@ def fused_search(
 
     conn = keyword_store.connection()
     tuning = tune(query, weights)
+    words = stream_words(query, now)
     covered = (
-        first_coverage(conn, keyword_store.store.keyword, query, rankings)
+        first_coverage(conn, keyword_store.store.keyword, words, rankings)
         if weighs_firsts(tuning.sure_first, options.fusion, len(rankings))
         else None
     )
@@ -318,12 +330,12 @@ def fused_search(
     if tuning.feedback and options.feedback > 0 and hits:
         ranked = [hit.doc_id for hit in rankings["vector"]]  # as the server's Chroma query
         moved = feedback_ranking(
-            vector.query_vector(query), hits, vector.vectors(ranked), options.feedback
+            vector.query_vector(words), hits, vector.vectors(ranked), options.feedback
         )
         if moved:
             rankings["vector"] = moved
             hits = again(fused())
-    return again(rerank_top(options, texts, query, hits, tuning.rerank))
+    return again(rerank_top(options, texts, words, hits, tuning.rerank))
 
 
 @register("hybrid")
@@ -358,9 +370,10 @@ class HybridRetriever:
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         depth = max(limit, self.options.fusion_depth)
+        words = stream_words(query, now)
         rankings = {
-            "bm25": self.bm25.hits(query, haystack, depth),
-            "vector": self.vector.hits(query, haystack, depth),
+            "bm25": self.bm25.hits(words, haystack, depth),
+            "vector": self.vector.hits(words, haystack, depth),
         }
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
         ordered = fused_search(
