@@ -516,14 +516,35 @@ def _vector_stream(
     kinds: tuple[str, ...] | None,
     window: Window | None,
     stored: dict[str, Sequence[float]] | None,
+    dated: Window | None = None,
 ) -> tuple[list[float], list[KeywordHit]]:
-    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits; their
-    stored vectors into ``stored`` when given."""
+    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits, with
+    its hits inside ``dated`` (``with_dated``); their stored vectors into ``stored`` when
+    given."""
     vector = index.embed_query(query)
     hits = index.search(
         query, scope, limit, kinds, vector=vector, window=window, vectors_out=stored
     )
+    if dated is not None:
+        inside = index.search(
+            query, scope, limit, kinds, vector=vector, window=dated, vectors_out=stored
+        )
+        hits = with_dated(hits, inside)
     return vector, hits
+
+
+def with_dated(hits: Sequence[KeywordHit], inside: Sequence[KeywordHit]) -> list[KeywordHit]:
+    """One stream's ranking of the scope (``hits``) and of the times the query names
+    (``inside``: the same stream narrowed to them) as one: each document once, best score
+    first, ties in ``hits``' order. A stream scores a document alike with or without the
+    window, so this is the stream's own order of both candidate sets. Without it a question
+    about a time in a large store asks each stream for its best 40 of everything, which can
+    hold nothing recorded then, and ``times_first`` has nothing to put first."""
+    known = {hit.doc_id for hit in hits}
+    extra = [hit for hit in inside if hit.doc_id not in known]
+    if not extra:
+        return list(hits)
+    return sorted([*hits, *extra], key=lambda hit: -hit.score)
 
 
 def graph_depth(limit: int) -> int:
@@ -567,8 +588,9 @@ def search(
     in hybrid, fused again with the vector stream's ``feedback`` from the first hit
     (``feedback_ranking``; 0 is off).
     Without a ``window``, the times the query names (``dates.named``, counted back from
-    ``now``, default the clock) put the hits recorded then first (``times_first``), and the
-    streams and the reranker read the query without the times it counts back ("10 days ago",
+    ``now``, default the clock) put the hits recorded then first (``times_first``): BM25 and
+    the vector stream rank those times' documents too (``with_dated``), and the streams and
+    the reranker read the query without the times it counts back ("10 days ago",
     ``dates.without_counted_back``)."""
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
@@ -576,6 +598,8 @@ def search(
         weights = {preset.streams[0]: 1.0}
     tuning = tune(query, weights, sure_first)
     words = query if window else dates.without_counted_back(query)  # what the streams rank by
+    spans = [] if window else dates.named(query, time.time() if now is None else now)
+    dated = Window(min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
     if len(preset.streams) > 1:
         weights, sure_first = tuning.weights, tuning.sure_first
     if len(preset.streams) == 1 or not tuning.feedback:
@@ -627,7 +651,9 @@ def search(
     stored: dict[str, Sequence[float]] | None = None
     if index is not None:
         stored = {} if feedback > 0 else None
-        future = _pool.submit(_vector_stream, index, words, scope, depth, kinds, window, stored)
+        future = _pool.submit(
+            _vector_stream, index, words, scope, depth, kinds, window, stored, dated
+        )
     rankings: dict[str, list[KeywordHit]] = {}
     if wants_vectors and index is None:
         problems["vector"] = (
@@ -645,6 +671,9 @@ def search(
     with store.read() as conn:
         if "bm25" in preset.streams:
             rankings["bm25"] = store.keyword.search(conn, words, scope, depth, kinds, window)
+            if dated is not None:
+                inside = store.keyword.search(conn, words, scope, depth, kinds, dated)
+                rankings["bm25"] = with_dated(rankings["bm25"], inside)
             if weigh_firsts and rankings["bm25"] and future is not None:
                 # while the vector stream runs: what the first hits are weighed by (fuse)
                 term_weights = keyword.term_weights(conn, store.keyword, words)
@@ -680,7 +709,6 @@ def search(
             return [hit for hit, _ in fused], {hit.doc_id: dict(ranks) for hit, ranks in fused}
 
         ordered, rank_of = fused_order()
-        spans = [] if window else dates.named(query, time.time() if now is None else now)
         recorded: dict[str, float] = {}
         if spans:  # before the reranker, so that it reads the hits of that time
             recorded = keyword.created_at(conn, [hit.doc_id for hit in ordered])

@@ -661,6 +661,36 @@ def test_a_time_counted_back_orders_the_hits_and_the_rest_of_the_question_ranks_
     assert window["since"] < then < window["until"]
 
 
+def test_a_time_named_finds_what_was_recorded_then_beyond_each_streams_best_of_everything(
+    api: Api, project: str
+) -> None:
+    """Each stream ranks its best 40 of the scope for a page of 5; with 45 better matches
+    from today, what was recorded two weeks ago is in neither stream's 40. Named in the
+    question, that time is searched as well, and its observation comes first."""
+    now = time.time()
+    then = datetime.fromtimestamp(now - 15 * 86400, timezone.utc).isoformat()
+    today = datetime.fromtimestamp(now - 3600, timezone.utc).isoformat()
+    api.post(
+        "/v1/observe",
+        observe_body(project, "s-old-fix", 7, toolOutput="upload test flaky", timestamp=then),
+    )
+    for n in range(45):
+        output = f"fixed the flaky upload test, attempt {n}"
+        api.post(
+            "/v1/observe",
+            observe_body(project, f"s-new-fix-{n}", 1, toolOutput=output, timestamp=today),
+        )
+    api.wait_drained()
+    question = {"query": "how did we fix the flaky upload test", "project": project, "limit": 5}
+    status, body = api.post("/v1/search", question)
+    found = [h["sessionId"] for h in body["items"]]
+    assert status == 200 and found and "s-old-fix" not in found, body
+    status, body = api.post(
+        "/v1/search", {**question, "query": question["query"] + " two weeks ago"}
+    )
+    assert status == 200 and body["items"] and body["items"][0]["sessionId"] == "s-old-fix", body
+
+
 def test_search_diversifies_at_most_three_per_session(api: Api, project: str) -> None:
     for n in range(6):
         api.post(

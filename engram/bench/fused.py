@@ -21,6 +21,7 @@ from engram.bench.retrievers import (
     keep_texts,
     register,
     stream_words,
+    with_times_named,
 )
 from engram.bench.vectors import VectorRetriever
 from engram.keyword import KeywordHit
@@ -84,6 +85,7 @@ class HybridGraphRetriever:
             raise
         self.vector.name = self.name
         self._texts: dict[str, str] = {}  # for the reranker
+        self._created: dict[str, float | None] = {}  # for the times a question names
 
     def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
         self.vector.prepare(docs, queries)
@@ -92,6 +94,7 @@ class HybridGraphRetriever:
         self.streams.add(docs)
         self.vector.add(docs)
         keep_texts(self.options, self._texts, docs)
+        self._created.update((doc.doc_id, doc.created_at) for doc in docs)
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         depth = max(limit, self.options.fusion_depth)
@@ -101,6 +104,11 @@ class HybridGraphRetriever:
             "vector": self.vector.hits(words, haystack, depth),
             "graph": self.streams.graph_hits(words, haystack, depth),
         }
+        ask = {  # as the server: the graph stream is not asked for a time's documents
+            "bm25": lambda n: self.streams.hits(words, haystack, n),
+            "vector": lambda n: self.vector.hits(words, haystack, n),
+        }
+        with_times_named(rankings, query, now, self._created, ask, depth)
         ordered = fused_search(
             self.options, self.streams, self.vector, self._texts,
             query, now, rankings, self.weights,

@@ -234,6 +234,37 @@ def stream_words(query: str, now: float | None) -> str:
     return query if now is None else dates.without_counted_back(query)
 
 
+WHOLE_HAYSTACK = 100_000
+"""Hits asked of a stream for the documents of a time a question names (then kept to those)."""
+
+
+def with_times_named(
+    rankings: dict[str, Any],
+    query: str,
+    now: float | None,
+    created: dict[str, float | None],
+    ask: dict[str, Callable[[int], list[Any]]],
+    depth: int,
+) -> None:
+    """As ``engram.search.search``: each stream in ``ask`` (its hits for a depth) also ranks
+    the documents recorded at the times the query names, its best ``depth`` of them merged into
+    its ranking by ``engram.search.with_dated`` (``created``: each document's time)."""
+    from engram import dates
+    from engram.search import with_dated
+
+    spans = dates.named(query, now)
+    if not spans:
+        return
+    since, until = min(a for a, _ in spans), max(b for _, b in spans)
+    for name, hits_for in ask.items():
+        inside = [
+            hit
+            for hit in hits_for(WHOLE_HAYSTACK)
+            if (at := created.get(hit.doc_id)) is not None and since <= at < until
+        ]
+        rankings[name] = with_dated(rankings[name], inside[:depth])
+
+
 def named_times_first(
     conn: Any, query: str, now: float | None, ordered: list[Any]
 ) -> tuple[list[Any], Callable[[list[Any]], list[Any]]]:
@@ -359,6 +390,7 @@ class HybridRetriever:
             raise
         self.vector.name = self.name  # progress lines say [hybrid]
         self._texts: dict[str, str] = {}  # for the reranker
+        self._created: dict[str, float | None] = {}  # for the times a question names
 
     def prepare(self, docs: Sequence[Doc], queries: Sequence[str] = ()) -> None:
         self.vector.prepare(docs, queries)
@@ -367,6 +399,7 @@ class HybridRetriever:
         self.bm25.add(docs)
         self.vector.add(docs)
         keep_texts(self.options, self._texts, docs)
+        self._created.update((doc.doc_id, doc.created_at) for doc in docs)
 
     def search(self, query: str, haystack: str, limit: int, now: float | None = None) -> list[str]:
         depth = max(limit, self.options.fusion_depth)
@@ -375,6 +408,11 @@ class HybridRetriever:
             "bm25": self.bm25.hits(words, haystack, depth),
             "vector": self.vector.hits(words, haystack, depth),
         }
+        ask = {
+            "bm25": lambda n: self.bm25.hits(words, haystack, n),
+            "vector": lambda n: self.vector.hits(words, haystack, n),
+        }
+        with_times_named(rankings, query, now, self._created, ask, depth)
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
         ordered = fused_search(
             self.options, self.bm25, self.vector, self._texts,
