@@ -82,3 +82,23 @@ def test_hybrids_rank_a_dated_question_by_its_words_without_the_time_it_counts_b
     results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
     first = {r.name: r.rows[0]["recall_any@1"] for r in results}
     assert first == {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}
+
+
+def test_hybrids_search_the_time_a_question_names_beyond_each_streams_best_of_everything(
+    tmp_path: Path,
+) -> None:
+    """As the server: with 300 better matches from today, the one of two weeks ago is in
+    neither stream's best 100; named in the question, that time is searched as well."""
+    asked = 1_700_000_000.0
+    docs = [Doc("t/then", "s-then", "t", "retried the upload job", created_at=asked - 15 * 86400)]
+    docs += [
+        Doc(f"t/now{n}", f"s-now{n}", "t", f"fixed the flaky upload test, attempt {n}", "", asked)
+        for n in range(300)
+    ]
+    text = "how did we fix the flaky upload test two weeks ago"
+    queries = [Query("q", text, "t", frozenset({"s-then"}), "time", now=asked)]
+    dataset = Dataset("toy", "session", "official", docs, queries)
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
+    first = {r.name: r.rows[0]["recall_any@1"] for r in results}
+    assert first == {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}
