@@ -63,6 +63,21 @@ def test_hybrids_put_what_was_recorded_at_the_time_a_question_names_first(
     assert first == {"bm25": [0.0, 0.0], "hybrid": [1.0, 0.0], "hybrid+graph": [1.0, 0.0]}
 
 
+FOUND_BY_FUSION = {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}
+"""First places when fusion finds what BM25 over the whole question does not."""
+
+
+def first_places(
+    tmp_path: Path, docs: list[Doc], text: str, gold: str, asked: float
+) -> dict[str, float]:
+    """recall_any@1 of BM25 and both hybrids for one question asked at ``asked``."""
+    queries = [Query("q", text, "t", frozenset({gold}), "time", now=asked)]
+    dataset = Dataset("toy", "session", "official", docs, queries)
+    options = RetrieverOptions(cache_dir=tmp_path / "cache")
+    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
+    return {r.name: r.rows[0]["recall_any@1"] for r in results}
+
+
 def test_hybrids_rank_a_dated_question_by_its_words_without_the_time_it_counts_back(
     tmp_path: Path,
 ) -> None:
@@ -76,12 +91,7 @@ def test_hybrids_rank_a_dated_question_by_its_words_without_the_time_it_counts_b
         Doc("t/fryer", "s-fryer", "t", "unboxed the new kitchen air fryer", created_at=then),
     ]
     text = "which kitchen appliance did we buy two weeks ago"
-    queries = [Query("q", text, "t", frozenset({"s-fryer"}), "time", now=asked)]
-    dataset = Dataset("toy", "session", "official", docs, queries)
-    options = RetrieverOptions(cache_dir=tmp_path / "cache")
-    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
-    first = {r.name: r.rows[0]["recall_any@1"] for r in results}
-    assert first == {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}
+    assert first_places(tmp_path, docs, text, "s-fryer", asked) == FOUND_BY_FUSION
 
 
 def test_hybrids_search_the_time_a_question_names_beyond_each_streams_best_of_everything(
@@ -96,9 +106,4 @@ def test_hybrids_search_the_time_a_question_names_beyond_each_streams_best_of_ev
         for n in range(300)
     ]
     text = "how did we fix the flaky upload test two weeks ago"
-    queries = [Query("q", text, "t", frozenset({"s-then"}), "time", now=asked)]
-    dataset = Dataset("toy", "session", "official", docs, queries)
-    options = RetrieverOptions(cache_dir=tmp_path / "cache")
-    results = run(dataset, ["bm25", "hybrid", "hybrid+graph"], options=options)
-    first = {r.name: r.rows[0]["recall_any@1"] for r in results}
-    assert first == {"bm25": 0.0, "hybrid": 1.0, "hybrid+graph": 1.0}
+    assert first_places(tmp_path, docs, text, "s-then", asked) == FOUND_BY_FUSION
