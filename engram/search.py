@@ -247,6 +247,16 @@ SESSION_TOP = 2
 """Hits of a session that make its support: 2 measured as well as 3 and better than 5 (a long
 session's many weak matches should not outweigh a short one's two strong ones)."""
 
+DATED_READ = 5
+"""A question that names a time (``dates.named``) asks BM25 for this many times its usual depth,
+and keeps of the deeper hits those recorded then (``keep_dated``): in a large store its best 40
+of everything can hold nothing recorded then, and ``times_first`` had nothing to put first.
+FTS5 ranks every match whatever the limit, so the deeper read costs the times of the deeper
+hits (~3 ms at 50k observations). Measured there (docs/benchmarks.md, "A time counted back is
+not a topic"): each stream asked again inside the window cost a dated search ~35 ms (Chroma's
+query filtered on time 41 ms against 5), and the vector stream's 200 nearest with their
+vectors ~10 ms; the vector stream keeps its 40."""
+
 RERANK_DEPTH: int = settings.default("ENGRAM_RERANK_DEPTH")
 RERANK_BUDGET_MS: float = settings.default("ENGRAM_RERANK_BUDGET_MS")
 RERANK_CHARS = 2000
@@ -516,35 +526,30 @@ def _vector_stream(
     kinds: tuple[str, ...] | None,
     window: Window | None,
     stored: dict[str, Sequence[float]] | None,
-    dated: Window | None = None,
 ) -> tuple[list[float], list[KeywordHit]]:
-    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits, with
-    its hits inside ``dated`` (``with_dated``); their stored vectors into ``stored`` when
-    given."""
+    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits; their
+    stored vectors into ``stored`` when given."""
     vector = index.embed_query(query)
     hits = index.search(
         query, scope, limit, kinds, vector=vector, window=window, vectors_out=stored
     )
-    if dated is not None:
-        inside = index.search(
-            query, scope, limit, kinds, vector=vector, window=dated, vectors_out=stored
-        )
-        hits = with_dated(hits, inside)
     return vector, hits
 
 
-def with_dated(hits: Sequence[KeywordHit], inside: Sequence[KeywordHit]) -> list[KeywordHit]:
-    """One stream's ranking of the scope (``hits``) and of the times the query names
-    (``inside``: the same stream narrowed to them) as one: each document once, best score
-    first, ties in ``hits``' order. A stream scores a document alike with or without the
-    window, so this is the stream's own order of both candidate sets. Without it a question
-    about a time in a large store asks each stream for its best 40 of everything, which can
-    hold nothing recorded then, and ``times_first`` has nothing to put first."""
-    known = {hit.doc_id for hit in hits}
-    extra = [hit for hit in inside if hit.doc_id not in known]
-    if not extra:
-        return list(hits)
-    return sorted([*hits, *extra], key=lambda hit: -hit.score)
+def keep_dated(
+    hits: Sequence[KeywordHit],
+    depth: int,
+    recorded: Mapping[str, float],
+    spans: Sequence[tuple[float, float]],
+) -> list[KeywordHit]:
+    """A stream's ``depth`` best ``hits``, then those of its deeper ones (``DATED_READ``) that
+    were recorded inside ``spans`` (``recorded``: their times), in the stream's order."""
+    deeper = [
+        hit
+        for hit in hits[depth:]
+        if (at := recorded.get(hit.doc_id)) is not None and any(a <= at < b for a, b in spans)
+    ]
+    return [*hits[:depth], *deeper]
 
 
 def graph_depth(limit: int) -> int:
@@ -589,7 +594,7 @@ def search(
     (``feedback_ranking``; 0 is off).
     Without a ``window``, the times the query names (``dates.named``, counted back from
     ``now``, default the clock) put the hits recorded then first (``times_first``): BM25 and
-    the vector stream rank those times' documents too (``with_dated``), and the streams and
+    BM25 reads deeper for those times' documents (``keep_dated``), and the streams and
     the reranker read the query without the times it counts back ("10 days ago",
     ``dates.without_counted_back``)."""
     preset = resolve_mode(mode)
@@ -599,7 +604,6 @@ def search(
     tuning = tune(query, weights, sure_first)
     words = query if window else dates.without_counted_back(query)  # what the streams rank by
     spans = [] if window else dates.named(query, time.time() if now is None else now)
-    dated = Window(min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
     if len(preset.streams) > 1:
         weights, sure_first = tuning.weights, tuning.sure_first
     if len(preset.streams) == 1 or not tuning.feedback:
@@ -647,13 +651,12 @@ def search(
             'use "keyword" or "hybrid", or see GET /v1/status'
         )
     depth = max(limit * CANDIDATE_FACTOR, MIN_DEPTH)
+    read = depth * DATED_READ if spans else depth  # BM25's; see keep_dated
     future = None
     stored: dict[str, Sequence[float]] | None = None
     if index is not None:
         stored = {} if feedback > 0 else None
-        future = _pool.submit(
-            _vector_stream, index, words, scope, depth, kinds, window, stored, dated
-        )
+        future = _pool.submit(_vector_stream, index, words, scope, depth, kinds, window, stored)
     rankings: dict[str, list[KeywordHit]] = {}
     if wants_vectors and index is None:
         problems["vector"] = (
@@ -670,10 +673,7 @@ def search(
     term_weights: dict[str, float] | None = None
     with store.read() as conn:
         if "bm25" in preset.streams:
-            rankings["bm25"] = store.keyword.search(conn, words, scope, depth, kinds, window)
-            if dated is not None:
-                inside = store.keyword.search(conn, words, scope, depth, kinds, dated)
-                rankings["bm25"] = with_dated(rankings["bm25"], inside)
+            rankings["bm25"] = store.keyword.search(conn, words, scope, read, kinds, window)
             if weigh_firsts and rankings["bm25"] and future is not None:
                 # while the vector stream runs: what the first hits are weighed by (fuse)
                 term_weights = keyword.term_weights(conn, store.keyword, words)
@@ -686,6 +686,9 @@ def search(
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
+        if read > depth and "bm25" in rankings:
+            times = keyword.created_at(conn, [h.doc_id for h in rankings["bm25"][depth:]])
+            rankings["bm25"] = keep_dated(rankings["bm25"], depth, times, spans)
 
         covered = (
             first_coverage(conn, store.keyword, words, rankings, term_weights)

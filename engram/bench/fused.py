@@ -104,10 +104,7 @@ class HybridGraphRetriever:
             "vector": self.vector.hits(words, haystack, depth),
             "graph": self.streams.graph_hits(words, haystack, depth),
         }
-        ask = {  # as the server: the graph stream is not asked for a time's documents
-            "bm25": lambda n: self.streams.hits(words, haystack, n),
-            "vector": lambda n: self.vector.hits(words, haystack, n),
-        }
+        ask = {"bm25": lambda n: self.streams.hits(words, haystack, n)}  # as the server
         with_times_named(rankings, query, now, self._created, ask, depth)
         ordered = fused_search(
             self.options, self.streams, self.vector, self._texts,

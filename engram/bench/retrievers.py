@@ -234,10 +234,6 @@ def stream_words(query: str, now: float | None) -> str:
     return query if now is None else dates.without_counted_back(query)
 
 
-WHOLE_HAYSTACK = 100_000
-"""Hits asked of a stream for the documents of a time a question names (then kept to those)."""
-
-
 def with_times_named(
     rankings: dict[str, Any],
     query: str,
@@ -246,23 +242,19 @@ def with_times_named(
     ask: dict[str, Callable[[int], list[Any]]],
     depth: int,
 ) -> None:
-    """As ``engram.search.search``: each stream in ``ask`` (its hits for a depth) also ranks
-    the documents recorded at the times the query names, its best ``depth`` of them merged into
-    its ranking by ``engram.search.with_dated`` (``created``: each document's time)."""
+    """As ``engram.search.search``: for a query that names a time, each stream in ``ask`` (its
+    hits for a depth; the server's reads BM25 alone so) is read ``DATED_READ`` times as deep,
+    and of the deeper hits those recorded then are kept (``engram.search.keep_dated``;
+    ``created``: each document's time)."""
     from engram import dates
-    from engram.search import with_dated
+    from engram.search import DATED_READ, keep_dated
 
     spans = dates.named(query, now)
     if not spans:
         return
-    since, until = min(a for a, _ in spans), max(b for _, b in spans)
+    times = {doc_id: at for doc_id, at in created.items() if at is not None}
     for name, hits_for in ask.items():
-        inside = [
-            hit
-            for hit in hits_for(WHOLE_HAYSTACK)
-            if (at := created.get(hit.doc_id)) is not None and since <= at < until
-        ]
-        rankings[name] = with_dated(rankings[name], inside[:depth])
+        rankings[name] = keep_dated(hits_for(depth * DATED_READ), depth, times, spans)
 
 
 def named_times_first(
@@ -408,10 +400,7 @@ class HybridRetriever:
             "bm25": self.bm25.hits(words, haystack, depth),
             "vector": self.vector.hits(words, haystack, depth),
         }
-        ask = {
-            "bm25": lambda n: self.bm25.hits(words, haystack, n),
-            "vector": lambda n: self.vector.hits(words, haystack, n),
-        }
+        ask = {"bm25": lambda n: self.bm25.hits(words, haystack, n)}  # as the server
         with_times_named(rankings, query, now, self._created, ask, depth)
         weights = {"bm25": self.options.bm25_weight, "vector": self.options.vector_weight}
         ordered = fused_search(
