@@ -661,12 +661,12 @@ def test_a_time_counted_back_orders_the_hits_and_the_rest_of_the_question_ranks_
     assert window["since"] < then < window["until"]
 
 
-def test_a_time_named_finds_what_was_recorded_then_beyond_each_streams_best_of_everything(
+def test_a_time_named_finds_what_was_recorded_then_beyond_the_best_40_of_everything(
     api: Api, project: str
 ) -> None:
-    """Each stream ranks its best 40 of the scope for a page of 5; with 45 better matches
-    from today, what was recorded two weeks ago is in neither stream's 40. Named in the
-    question, that time is searched as well, and its observation comes first."""
+    """For a page of 5 BM25 ranks its best 40 of the scope; with 45 better matches from today,
+    what was recorded two weeks ago is not among them. Named in the question, that time makes
+    BM25 read deeper and keep what was recorded then, and that observation comes first."""
     now = time.time()
     then = datetime.fromtimestamp(now - 15 * 86400, timezone.utc).isoformat()
     today = datetime.fromtimestamp(now - 3600, timezone.utc).isoformat()

@@ -94,11 +94,11 @@ def test_hybrids_rank_a_dated_question_by_its_words_without_the_time_it_counts_b
     assert first_places(tmp_path, docs, text, "s-fryer", asked) == FOUND_BY_FUSION
 
 
-def test_hybrids_search_the_time_a_question_names_beyond_each_streams_best_of_everything(
+def test_hybrids_read_deeper_for_the_time_a_question_names(
     tmp_path: Path,
 ) -> None:
-    """As the server: with 300 better matches from today, the one of two weeks ago is in
-    neither stream's best 100; named in the question, that time is searched as well."""
+    """As the server: with 300 better matches from today, the one of two weeks ago is not in
+    BM25's best 100; named in the question, that time makes BM25 read deeper and keep it."""
     asked = 1_700_000_000.0
     docs = [Doc("t/then", "s-then", "t", "retried the upload job", created_at=asked - 15 * 86400)]
     docs += [
