@@ -593,10 +593,10 @@ def search(
     in hybrid, fused again with the vector stream's ``feedback`` from the first hit
     (``feedback_ranking``; 0 is off).
     Without a ``window``, the times the query names (``dates.named``, counted back from
-    ``now``, default the clock) put the hits recorded then first (``times_first``): BM25 and
-    BM25 reads deeper for those times' documents (``keep_dated``), and the streams and
-    the reranker read the query without the times it counts back ("10 days ago",
-    ``dates.without_counted_back``)."""
+    ``now``, default the clock) put the hits recorded then first (``times_first``); BM25 reads
+    deeper for those times' documents (``keep_dated``), and the streams and the reranker read
+    the query without the times it counts back ("10 days ago", ``dates.without_counted_back``).
+    """
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
     if len(preset.streams) == 1:  # a one-stream mode ranks by that stream, whatever its weight
