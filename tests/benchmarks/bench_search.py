@@ -50,6 +50,7 @@ Query embeddings are never cached: the cache is off while measuring.
 
   .venv/bin/python tests/benchmarks/bench_search.py --sizes 2000            # quick check
   .venv/bin/python tests/benchmarks/bench_search.py --sizes 10000,50000 --queries 300
+  .venv/bin/python tests/benchmarks/bench_search.py --embed-threads 2 --sizes 50000 --keep --workdir W
   .venv/bin/python tests/benchmarks/bench_search.py --store postgresql --sizes 10000
 """
 
@@ -728,6 +729,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="derive-queue changes claimed and applied to Chroma at once (default 128)",
     )
     p.add_argument(
+        "--embed-threads",
+        type=int,
+        default=1,
+        help="onnxruntime threads of the embedder, building and querying "
+        "(ENGRAM_EMBEDDING_THREADS; default 1, the server's): 2 builds a store faster on "
+        "2 cores, but time the queries with the server's",
+    )
+    p.add_argument(
         "--reranker",
         choices=("off", "local"),
         default="off",
@@ -815,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ENGRAM_EMBEDDER": "local",
                 "ENGRAM_LOCAL_MODEL": "minilm",
                 "ENGRAM_LOG_LEVEL": "WARNING",
+                "ENGRAM_EMBEDDING_THREADS": str(args.embed_threads),
             }
         )
         log(f"work dir {workdir}; store {store_line}; embedding cache {args.cache_dir}")
@@ -829,7 +839,11 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         store = Store.open(url)
-        inner = LocalMiniLMEmbedder(batch_size=settings.embedding_batch)
+        inner = LocalMiniLMEmbedder(  # as the server's (ENGRAM_EMBEDDING_*)
+            batch_size=settings.embedding_batch,
+            batch_tokens=settings.embedding_batch_tokens,
+            threads=settings.embedding_threads,
+        )
         cache = EmbeddingCache(args.cache_dir, inner.name, inner.dim)
         log(f"embedding cache {cache.path}: {cache.count()} vectors")
         embedder = CachedEmbedder(inner, cache)
