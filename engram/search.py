@@ -686,9 +686,10 @@ def search(
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
+        recorded: dict[str, float] = {}  # the candidates' times, for a query that names one
         if read > depth and "bm25" in rankings:
-            times = keyword.created_at(conn, [h.doc_id for h in rankings["bm25"][depth:]])
-            rankings["bm25"] = keep_dated(rankings["bm25"], depth, times, spans)
+            recorded = keyword.created_at(conn, [h.doc_id for h in rankings["bm25"][depth:]])
+            rankings["bm25"] = keep_dated(rankings["bm25"], depth, recorded, spans)
 
         covered = (
             first_coverage(conn, store.keyword, words, rankings, term_weights)
@@ -712,9 +713,9 @@ def search(
             return [hit for hit, _ in fused], {hit.doc_id: dict(ranks) for hit, ranks in fused}
 
         ordered, rank_of = fused_order()
-        recorded: dict[str, float] = {}
         if spans:  # before the reranker, so that it reads the hits of that time
-            recorded = keyword.created_at(conn, [hit.doc_id for hit in ordered])
+            unread = [hit.doc_id for hit in ordered if hit.doc_id not in recorded]
+            recorded.update(keyword.created_at(conn, unread))
             ordered = times_first(ordered, recorded, spans)
         if stored and query_vector is not None and ordered:
             # the candidates are the same: ``recorded`` still holds every one's time
