@@ -453,6 +453,21 @@ def coverage(
     }
 
 
+def described(conn: Connection, hits: Sequence[KeywordHit]) -> list[KeywordHit]:
+    """``hits`` (of another index, the vector stream's) with each one's kind and session as
+    the keyword index has them, in their order; those it no longer has are left out (a
+    derived index can lag behind a delete)."""
+    if not hits:
+        return []
+    stmt = select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id).where(
+        kw_docs.c.doc_id.in_([hit.doc_id for hit in hits])
+    )
+    known = {row.doc_id: (row.kind, row.session_id) for row in conn.execute(stmt)}
+    return [
+        KeywordHit(hit.doc_id, *known[hit.doc_id], hit.score) for hit in hits if hit.doc_id in known
+    ]
+
+
 def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
     """When each of ``doc_ids`` was recorded (its event's time, not its indexing), by doc id."""
     if not doc_ids:

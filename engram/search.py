@@ -531,8 +531,9 @@ def _vector_stream(
     stored vectors into ``stored`` when given."""
     vector = index.embed_query(query)
     hits = index.search(
-        query, scope, limit, kinds, vector=vector, window=window, vectors_out=stored
-    )
+        query, scope, limit, kinds, vector=vector, window=window, vectors_out=stored,
+        described=False,
+    )  # fmt: skip
     return vector, hits
 
 
@@ -682,10 +683,12 @@ def search(
         query_vector: Sequence[float] | None = None
         if future is not None:
             try:
-                query_vector, rankings["vector"] = future.result()
+                query_vector, nearest = future.result()
             except Exception as exc:  # noqa: BLE001 - a failing stream degrades, never fails
                 problems["vector"] = f"{type(exc).__name__}: {exc}"
                 log.warning("vector stream failed, answering without it: %s", exc)
+            else:  # kinds and sessions from the keyword index: Chroma's metadata costs more
+                rankings["vector"] = keyword.described(conn, nearest)
         recorded: dict[str, float] = {}  # the candidates' times, for a query that names one
         if read > depth and "bm25" in rankings:
             recorded = keyword.created_at(conn, [h.doc_id for h in rankings["bm25"][depth:]])

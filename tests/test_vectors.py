@@ -676,6 +676,37 @@ def test_ranked_search_weighs_the_streams_first_hits_by_coverage(
         assert search.first_coverage(conn, store.keyword, "database", same) is None
 
 
+@needs_local
+def test_search_reads_the_vector_hits_kinds_and_sessions_from_the_keyword_index(
+    vectors: Vectors, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chroma reads no metadata for search (``described=False``): the vector stream's kinds and
+    sessions come from the keyword index, and a document deleted there whose vector has not
+    yet gone (the derived index lags) is not a candidate."""
+    _fill(store)
+    _drain(vectors, store)
+    with store.write() as conn:
+        store.keyword.delete(conn, "o-db")  # not drained: Chroma still holds its vector
+    index = vectors.index()
+    assert index is not None
+    query = "database connection problems"
+    bare = index.search(query, Scope("alpha"), 10, described=False)
+    assert "o-db" in {h.doc_id for h in bare}
+    assert {(h.kind, h.session_id) for h in bare} == {("", None)}
+    given: list[Any] = []
+    real_fuse = search.fuse
+
+    def spy(rankings: Any, *args: Any, **kwargs: Any) -> Any:
+        given.append(rankings["vector"])
+        return real_fuse(rankings, *args, **kwargs)
+
+    monkeypatch.setattr(search, "fuse", spy)
+    search.search(store, query, Scope("alpha"), mode="semantic", vectors=vectors)
+    kinds = {doc_id: kind for doc_id, _, _, kind, _ in DOCS}
+    assert given and [h.doc_id for h in given[0]] == [h.doc_id for h in bare if h.doc_id != "o-db"]
+    assert all(h.kind == kinds[h.doc_id] and h.session_id == f"s-{h.doc_id}" for h in given[0])
+
+
 def test_hybrid_search_lifts_the_turn_after_the_one_that_holds_the_words(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
