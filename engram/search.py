@@ -527,8 +527,9 @@ def _vector_stream(
     window: Window | None,
     stored: dict[str, Sequence[float]] | None,
 ) -> tuple[list[float], list[KeywordHit]]:
-    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits; their
-    stored vectors into ``stored`` when given."""
+    """The query's vector (kept for ``feedback_ranking``) and the vector stream's hits, without
+    their kinds and sessions (``keyword.described`` reads them); their stored vectors into
+    ``stored`` when given."""
     vector = index.embed_query(query)
     hits = index.search(
         query, scope, limit, kinds, vector=vector, window=window, vectors_out=stored,
