@@ -20,9 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Connection,
+    Select,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -434,6 +437,40 @@ def term_weights(conn: Connection, index: KeywordIndex, query: str) -> dict[str,
     return {term: math.log(1 + n_docs / (1 + df.get(term, 0))) for term in words}
 
 
+# The search path's reads by doc id, built once: building a statement costs more than running
+# it (three aliases of kw_docs make ~30 column proxies a call), and SQLAlchemy memoizes a built
+# statement's cache key. ``ids`` expands to the list given.
+_IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
+_BODIES = select(kw_docs.c.doc_id, kw_docs.c.body).where(kw_docs.c.doc_id.in_(_IDS))
+_DESCRIBED = select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id).where(
+    kw_docs.c.doc_id.in_(_IDS)
+)
+_RECORDED = select(kw_docs.c.doc_id, kw_docs.c.created_at).where(kw_docs.c.doc_id.in_(_IDS))
+
+
+def _neighbours_statement() -> Select[tuple[str, str | None, str | None, str | None]]:
+    doc, other, prev = kw_docs.alias("doc"), kw_docs.alias("other"), kw_docs.alias("prev")
+    before = (
+        select(other.c.id)
+        .where(
+            other.c.session_id == doc.c.session_id,
+            other.c.kind == doc.c.kind,
+            tuple_(other.c.created_at, other.c.id) < tuple_(doc.c.created_at, doc.c.id),
+        )
+        .order_by(other.c.created_at.desc(), other.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return (
+        select(doc.c.doc_id, doc.c.speaker, prev.c.doc_id.label("prev"), prev.c.speaker.label("by"))
+        .select_from(doc.outerjoin(prev, prev.c.id == before))
+        .where(doc.c.doc_id.in_(_IDS), doc.c.session_id.is_not(None))
+    )
+
+
+_NEIGHBOURS = _neighbours_statement()
+
+
 def coverage(
     conn: Connection, weights: Mapping[str, float], doc_ids: Sequence[str]
 ) -> dict[str, float]:
@@ -443,9 +480,7 @@ def coverage(
     total = sum(weights.values())
     if total <= 0 or not doc_ids:
         return {}
-    rows = conn.execute(
-        select(kw_docs.c.doc_id, kw_docs.c.body).where(kw_docs.c.doc_id.in_(doc_ids))
-    )
+    rows = conn.execute(_BODIES, {"ids": list(doc_ids)})
     held = {row.doc_id: analysis.held_terms(row.body or "", weights) for row in rows}
     return {
         doc_id: sum(w for term, w in weights.items() if term in terms) / total
@@ -459,10 +494,8 @@ def described(conn: Connection, hits: Sequence[KeywordHit]) -> list[KeywordHit]:
     derived index can lag behind a delete)."""
     if not hits:
         return []
-    stmt = select(kw_docs.c.doc_id, kw_docs.c.kind, kw_docs.c.session_id).where(
-        kw_docs.c.doc_id.in_([hit.doc_id for hit in hits])
-    )
-    known = {row.doc_id: (row.kind, row.session_id) for row in conn.execute(stmt)}
+    rows = conn.execute(_DESCRIBED, {"ids": [hit.doc_id for hit in hits]})
+    known = {row.doc_id: (row.kind, row.session_id) for row in rows}
     return [
         KeywordHit(hit.doc_id, *known[hit.doc_id], hit.score) for hit in hits if hit.doc_id in known
     ]
@@ -472,8 +505,8 @@ def created_at(conn: Connection, doc_ids: Sequence[str]) -> dict[str, float]:
     """When each of ``doc_ids`` was recorded (its event's time, not its indexing), by doc id."""
     if not doc_ids:
         return {}
-    stmt = select(kw_docs.c.doc_id, kw_docs.c.created_at).where(kw_docs.c.doc_id.in_(doc_ids))
-    return {row.doc_id: row.created_at for row in conn.execute(stmt)}
+    rows = conn.execute(_RECORDED, {"ids": list(doc_ids)})
+    return {row.doc_id: row.created_at for row in rows}
 
 
 def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -488,26 +521,10 @@ def neighbours(conn: Connection, doc_ids: Sequence[str]) -> dict[str, tuple[str,
     the answer (docs/benchmarks.md, "Neighbours by speaker")."""
     if not doc_ids:
         return {}
-    doc, other, prev = kw_docs.alias("doc"), kw_docs.alias("other"), kw_docs.alias("prev")
-    before = (
-        select(other.c.id)
-        .where(
-            other.c.session_id == doc.c.session_id,
-            other.c.kind == doc.c.kind,
-            tuple_(other.c.created_at, other.c.id) < tuple_(doc.c.created_at, doc.c.id),
-        )
-        .order_by(other.c.created_at.desc(), other.c.id.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    stmt = (
-        select(doc.c.doc_id, doc.c.speaker, prev.c.doc_id.label("prev"), prev.c.speaker.label("by"))
-        .select_from(doc.outerjoin(prev, prev.c.id == before))
-        .where(doc.c.doc_id.in_(doc_ids), doc.c.session_id.is_not(None))
-    )
+    rows = conn.execute(_NEIGHBOURS, {"ids": list(doc_ids)})
     return {
         row.doc_id: (row.prev,)
         if row.prev is not None and None not in (row.speaker, row.by) and row.speaker != row.by
         else ()
-        for row in conn.execute(stmt)
+        for row in rows
     }

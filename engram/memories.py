@@ -11,7 +11,7 @@ import threading
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
 
 from engram import audit
 from engram.errors import FieldErrors
@@ -431,12 +431,16 @@ def list_memories(
     return [to_dict(r) for r in rows], next_cursor
 
 
+_LIVE_BY_IDS = select(memories).where(
+    memories.c.id.in_(bindparam("ids", expanding=True)), memories.c.forgotten_at.is_(None)
+)
+"""Built once: search hydrates every page through it (see keyword's ``_IDS``)."""
+
+
 def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
     if not ids:
         return {}
-    rows = conn.execute(
-        select(memories).where(memories.c.id.in_(ids), memories.c.forgotten_at.is_(None))
-    ).all()
+    rows = conn.execute(_LIVE_BY_IDS, {"ids": ids}).all()
     return {r.id: r for r in rows}
 
 

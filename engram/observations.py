@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, delete, or_, select
+from sqlalchemy import Connection, bindparam, delete, or_, select
 
 from engram import activity, inbox, sessions
 from engram.compress import Compressed
@@ -112,10 +112,14 @@ def get(store_: Store, observation_id: str, scope: Scope | None = None) -> dict[
     return to_dict(row, detail=True) if row is not None else None
 
 
+_BY_IDS = select(observations).where(observations.c.id.in_(bindparam("ids", expanding=True)))
+"""Built once: search hydrates every page through it (see keyword's ``_IDS``)."""
+
+
 def get_many(conn: Connection, ids: list[str]) -> dict[str, Any]:
     if not ids:
         return {}
-    rows = conn.execute(select(observations).where(observations.c.id.in_(ids))).all()
+    rows = conn.execute(_BY_IDS, {"ids": ids}).all()
     return {r.id: r for r in rows}
 
 
