@@ -4,6 +4,7 @@ their neighbours), ``query`` for an entity's neighbourhood, and counts for statu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    bindparam,
     func,
     or_,
     select,
@@ -69,10 +71,6 @@ def rarity(doc_count: int) -> float:
     return 1.0 / math.log2(1 + max(doc_count, 1))
 
 
-def _project_clause(scope: Scope) -> ColumnElement[bool]:
-    return true() if scope.all_projects else graph_entities.c.project.in_(scope.projects())
-
-
 def _agent_clause(column: Any, scope: Scope) -> ColumnElement[bool]:
     # An agent sees its own items and the project's shared ones, never another agent's.
     return true() if scope.agent_id is None else or_(column == scope.agent_id, column == "")
@@ -98,33 +96,105 @@ def match(conn: Connection, text: str, scope: Scope, type_: str | None = None) -
     return _lookup(conn, aliases, keys, scope, type_)
 
 
+# The search stream's reads, built once per shape (how many parts, which filters) with bound
+# parameters: building a UNION of a dozen subqueries cost more than running it, and every stream
+# runs beside BM25 and the vector stream on a 2-core machine (docs/benchmarks.md, "What a search
+# waits for"). SQLAlchemy memoizes a built statement's cache key.
+
+
+def _in_projects(column: Any, all_projects: bool) -> ColumnElement[bool]:
+    return true() if all_projects else column.in_(bindparam("projects", expanding=True))
+
+
+def _for_agent(column: Any, agent: bool) -> ColumnElement[bool]:
+    # An agent sees its own items and the project's shared ones, never another agent's.
+    return or_(column == bindparam("agent"), column == "") if agent else true()
+
+
+@functools.lru_cache(maxsize=8)
+def _lookup_statement(by_alias: bool, by_key: bool, all_projects: bool) -> Any:
+    """Entities by alias and by full key (params aliases, wanted, keys, key_types, projects).
+    Two index lookups rather than one OR: with the OR, SQLite scans every entity of the project
+    (75 ms p50 at 50k observations); each part alone is an index range scan."""
+    e = graph_entities.c
+    columns = (e.id, e.type, e.key, e.name, e.project, e.doc_count)
+    parts = []
+    if by_alias:  # ix_graph_entities_alias (alias, project)
+        parts.append(
+            select(*columns).where(
+                e.alias.in_(bindparam("aliases", expanding=True)),
+                _in_projects(e.project, all_projects),
+                e.type.in_(bindparam("wanted", expanding=True)),
+            )
+        )
+    if by_key:  # uq_graph_entities_project_type_key (project, type, key)
+        parts.append(
+            select(*columns).where(
+                e.key.in_(bindparam("keys", expanding=True)),
+                _in_projects(e.project, all_projects),
+                e.type.in_(bindparam("key_types", expanding=True)),
+            )
+        )
+    return union_all(*parts) if len(parts) > 1 else parts[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _docs_statement(parts: int, agent: bool, kinds: bool, since: bool, until: bool) -> Any:
+    """``parts`` entities' newest documents (params e0, n0, e1, n1, ...; agent, kinds, since,
+    until as asked): a UNION of index range scans on (entity_id, created_at)."""
+    m = graph_mentions.c
+    selects = []
+    for i in range(parts):
+        stmt = (
+            select(m.entity_id, m.doc_id, m.kind, m.session_id, m.role, m.created_at)
+            .where(m.entity_id == bindparam(f"e{i}"), _for_agent(m.agent, agent))
+            .order_by(m.created_at.desc())
+            .limit(bindparam(f"n{i}"))
+        )
+        if kinds:
+            stmt = stmt.where(m.kind.in_(bindparam("kinds", expanding=True)))
+        if since:
+            stmt = stmt.where(m.created_at >= bindparam("since"))
+        if until:
+            stmt = stmt.where(m.created_at < bindparam("until"))
+        selects.append(select(stmt.subquery()))
+    return union_all(*selects) if parts > 1 else selects[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _edges_statement(parts: int, agent: bool) -> Any:
+    """``parts`` sources' heaviest edges (params s0, s1, ...; relations, n, agent)."""
+    g = graph_edges.c
+    selects = [
+        select(
+            select(g.src, g.dst, g.relation, g.weight)
+            .where(
+                g.src == bindparam(f"s{i}"),
+                g.relation.in_(bindparam("relations", expanding=True)),
+                _for_agent(g.agent, agent),
+            )
+            .order_by(g.weight.desc())
+            .limit(bindparam("n"))
+            .subquery()
+        )
+        for i in range(parts)
+    ]
+    return union_all(*selects) if parts > 1 else selects[0]
+
+
 def _lookup(
     conn: Connection, aliases: set[str], keys: set[str], scope: Scope, type_: str | None
 ) -> list[Match]:
     if not aliases and not keys:
         return []
-    e = graph_entities.c
-    columns = (e.id, e.type, e.key, e.name, e.project, e.doc_count)
     wanted = [type_] if type_ else [t for t in TYPES]
-    # Two index lookups rather than one OR: with the OR, SQLite scans every entity of the
-    # project (75 ms p50 at 50k observations); each part alone is an index range scan.
-    parts = []
-    if aliases:  # ix_graph_entities_alias (alias, project)
-        parts.append(
-            select(*columns).where(
-                e.alias.in_(sorted(aliases)), _project_clause(scope), e.type.in_(wanted)
-            )
-        )
     key_types = [t for t in wanted if t != "file"] if aliases else wanted
-    if keys and key_types:  # uq_graph_entities_project_type_key (project, type, key)
-        parts.append(
-            select(*columns).where(
-                e.key.in_(sorted(keys)), _project_clause(scope), e.type.in_(key_types)
-            )
-        )
-    if not parts:
+    by_key = bool(keys and key_types)
+    if not aliases and not by_key:
         return []
-    rows = conn.execute(union_all(*parts) if len(parts) > 1 else parts[0])
+    params: dict[str, Any] = {"aliases": sorted(aliases), "wanted": wanted}
+    params.update(keys=sorted(keys), key_types=key_types, projects=list(scope.projects()))
+    rows = conn.execute(_lookup_statement(bool(aliases), by_key, scope.all_projects), params)
     seen: set[int] = set()
     found = []
     for r in rows:
@@ -150,22 +220,16 @@ def _docs_of(
     given): one round trip (a UNION of index range scans on (entity_id, created_at))."""
     if not limits:
         return {}
-    m = graph_mentions.c
-    parts = []
-    for entity_id, limit in sorted(limits.items()):
-        stmt = (
-            select(m.entity_id, m.doc_id, m.kind, m.session_id, m.role, m.created_at)
-            .where(m.entity_id == entity_id, _agent_clause(m.agent, scope))
-            .order_by(m.created_at.desc())
-            .limit(limit)
-        )
-        if kinds:
-            stmt = stmt.where(m.kind.in_(kinds))
-        if window:
-            stmt = stmt.where(window.clause(m.created_at))
-        parts.append(select(stmt.subquery()))
+    params: dict[str, Any] = {"agent": scope.agent_id, "kinds": list(kinds or ())}
+    for i, (entity_id, limit) in enumerate(sorted(limits.items())):
+        params[f"e{i}"], params[f"n{i}"] = entity_id, limit
+    since, until = (window.since, window.until) if window else (None, None)
+    params.update(since=since, until=until)
+    stmt = _docs_statement(
+        len(limits), scope.agent_id is not None, bool(kinds), since is not None, until is not None
+    )
     found: dict[int, list[Any]] = {}
-    for row in conn.execute(union_all(*parts) if len(parts) > 1 else parts[0]):
+    for row in conn.execute(stmt, params):
         found.setdefault(row.entity_id, []).append(row)
     return found
 
@@ -182,19 +246,12 @@ def _neighbours(
     common entity's thousands of edges cost no more than a rare one's."""
     if not entity_ids:
         return []
-    g = graph_edges.c
-    parts = [
-        select(
-            select(g.src, g.dst, g.relation, g.weight)
-            .where(g.src == src, g.relation.in_(relations), _agent_clause(g.agent, scope))
-            .order_by(g.weight.desc())
-            .limit(per_entity * 4)
-            .subquery()
-        )
-        for src in sorted(set(entity_ids))
-    ]
+    sources = sorted(set(entity_ids))
+    params: dict[str, Any] = {f"s{i}": src for i, src in enumerate(sources)}
+    params.update(relations=list(relations), n=per_entity * 4, agent=scope.agent_id)
+    stmt = _edges_statement(len(sources), scope.agent_id is not None)
     summed: Counter[tuple[int, int, str]] = Counter()
-    for row in conn.execute(union_all(*parts) if len(parts) > 1 else parts[0]):
+    for row in conn.execute(stmt, params):
         summed[(row.src, row.dst, row.relation)] += row.weight  # one row per agent
     best: dict[int, list[tuple[int, int, str, int]]] = {}
     for (src, dst, relation), weight in sorted(summed.items(), key=lambda kv: (-kv[1], kv[0])):
