@@ -71,9 +71,13 @@ def rarity(doc_count: int) -> float:
     return 1.0 / math.log2(1 + max(doc_count, 1))
 
 
-def _agent_clause(column: Any, scope: Scope) -> ColumnElement[bool]:
+def _visible_to(column: Any, agent: Any) -> ColumnElement[bool]:
     # An agent sees its own items and the project's shared ones, never another agent's.
-    return true() if scope.agent_id is None else or_(column == scope.agent_id, column == "")
+    return true() if agent is None else or_(column == agent, column == "")
+
+
+def _agent_clause(column: Any, scope: Scope) -> ColumnElement[bool]:
+    return _visible_to(column, scope.agent_id)
 
 
 def _query_candidates(text: str) -> tuple[set[str], set[str]]:
@@ -98,8 +102,8 @@ def match(conn: Connection, text: str, scope: Scope, type_: str | None = None) -
 
 # The search stream's reads, built once per shape (how many parts, which filters) with bound
 # parameters: building a UNION of a dozen subqueries cost more than running it, and every stream
-# runs beside BM25 and the vector stream on a 2-core machine (docs/benchmarks.md, "What a search
-# waits for"). SQLAlchemy memoizes a built statement's cache key.
+# runs beside BM25 and the vector stream on a 2-core machine (docs/benchmarks.md, "What the
+# streams cost each other on two cores"). SQLAlchemy memoizes a built statement's cache key.
 
 
 def _in_projects(column: Any, all_projects: bool) -> ColumnElement[bool]:
@@ -107,8 +111,7 @@ def _in_projects(column: Any, all_projects: bool) -> ColumnElement[bool]:
 
 
 def _for_agent(column: Any, agent: bool) -> ColumnElement[bool]:
-    # An agent sees its own items and the project's shared ones, never another agent's.
-    return or_(column == bindparam("agent"), column == "") if agent else true()
+    return _visible_to(column, bindparam("agent") if agent else None)
 
 
 @functools.lru_cache(maxsize=8)
