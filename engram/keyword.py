@@ -143,6 +143,15 @@ DF_DRIFT = 0.1
 share since they were counted: an IDF moves by at most ~0.1 in between."""
 DF_TERMS = 50_000
 """... or when this many terms are remembered (a few MB)."""
+COMMON_SHARE = 0.5
+"""FTS5 ranks every document that holds any of the query's words, and a word in half of them
+or more adds nothing to its BM25: FTS5 floors such a word's IDF, log((N - n + 0.5) / (n +
+0.5)), at 1e-6. So the words of a query that this share of the documents or more hold
+("test", "py" and "src" in a store of tool outputs) are left out of its MATCH; only when the
+rest match fewer documents than asked is it asked again whole. The same hits in the same
+order, but the ranking reads a few thousand documents, not most of the store (a query with
+"test" at 50,000 observations: 114 against 19 ms; docs/benchmarks.md, "Words that score
+nothing")."""
 
 
 class RememberedFrequencies:
@@ -194,6 +203,7 @@ class Fts5Index:
 
     def __init__(self) -> None:
         self._frequencies = RememberedFrequencies()
+        self._phrases = RememberedFrequencies()  # keyed by the query's words as FTS5 reads them
 
     def create(self, conn: Connection) -> None:
         conn.exec_driver_sql(
@@ -255,10 +265,28 @@ class Fts5Index:
         groups = self.query_groups(query)
         if not groups:
             return []
-        expression = self.match_expression(groups, scope, kinds)
-        if window:
-            return self._ranked_in(conn, expression, limit, window)
-        return self._ranked(conn, expression, limit)
+
+        def ranked(words: list[tuple[str, ...]]) -> list[KeywordHit]:
+            expression = self.match_expression(words, scope, kinds)
+            if window:
+                return self._ranked_in(conn, expression, limit, window)
+            return self._ranked(conn, expression, limit)
+
+        scored = self._scored(conn, groups)
+        if scored != groups:
+            hits = ranked(scored)
+            if len(hits) >= limit:  # below them, only documents the dropped words matched
+                return hits
+        return ranked(groups)
+
+    def _scored(self, conn: Connection, groups: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        """``groups`` without the words FTS5's BM25 scores at nothing (``COMMON_SHARE``); all of
+        them when nothing else is left."""
+        n_docs = self.count(conn)
+        words = {word: word for group in groups for word in group}
+        df = self._phrases.get(n_docs, words, lambda w: self._documents_with(conn, w))
+        kept = [tuple(w for w in group if df.get(w, 0) < COMMON_SHARE * n_docs) for group in groups]
+        return [group for group in kept if group] or groups
 
     @staticmethod
     def _ranked(conn: Connection, expression: str, limit: int) -> list[KeywordHit]:
@@ -297,21 +325,24 @@ class Fts5Index:
 
     def frequencies(self, conn: Connection, terms: Mapping[str, str]) -> tuple[int, dict[str, int]]:
         n_docs = self.count(conn)
+        return n_docs, self._frequencies.get(
+            n_docs, terms, lambda words: self._documents_with(conn, words)
+        )
 
-        def count(words: Mapping[str, str]) -> dict[str, int]:
-            # FTS5 keeps no document frequency that SQL can read: each word is counted by a
-            # MATCH (the porter stemmer applies, as in the ranking)
-            return {
-                term: int(
-                    conn.exec_driver_sql(
-                        "SELECT count(*) FROM kw_fts WHERE kw_fts MATCH ?",
-                        ('body : "' + word.replace('"', '""') + '"',),
-                    ).scalar_one()
-                )
-                for term, word in words.items()
-            }
-
-        return n_docs, self._frequencies.get(n_docs, terms, count)
+    @staticmethod
+    def _documents_with(conn: Connection, words: Mapping[str, str]) -> dict[str, int]:
+        """How many documents hold each word (term -> word). FTS5 keeps no document frequency
+        that SQL can read: each word is counted by a MATCH (the porter stemmer applies, as in
+        the ranking)."""
+        return {
+            term: int(
+                conn.exec_driver_sql(
+                    "SELECT count(*) FROM kw_fts WHERE kw_fts MATCH ?",
+                    ('body : "' + word.replace('"', '""') + '"',),
+                ).scalar_one()
+            )
+            for term, word in words.items()
+        }
 
 
 class PostingsIndex:

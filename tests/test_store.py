@@ -273,6 +273,58 @@ def test_document_frequencies_are_counted_once_until_the_index_moves() -> None:
     assert asked[-1] == ["a"]
 
 
+def test_words_most_documents_hold_are_left_out_of_the_match_with_the_same_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5 scores a word that half the documents or more hold at nothing (its IDF floored at
+    1e-6), so the query asks without it: the same hits in the same order as the whole query at
+    every depth; asked again whole when the other words match fewer documents than asked."""
+    store = Store.open(f"sqlite:///{tmp_path / 'words.db'}")
+    texts = [
+        *(f"banana run {n} passed" for n in range(8)),  # "banana": 10 of 14 documents
+        "banana failed: zebra crossing timeout in the fixture",
+        "banana zebra zebra stripes",
+        "a zebra note, nothing else",
+        "the deploy went out on friday",
+        "cache invalidation notes",
+        "release checklist",
+    ]
+    backend = store.keyword.backend
+    assert isinstance(backend, Fts5Index)
+    asked: list[str] = []
+    ranked = Fts5Index._ranked
+
+    def spy(conn, expression: str, limit: int):  # noqa: ANN001, ANN202
+        asked.append(expression)
+        return ranked(conn, expression, limit)
+
+    scope = Scope(project="p")
+    with store.write() as conn:
+        for n, body in enumerate(texts):
+            store.keyword.upsert(conn, KeywordDoc(f"d{n}", "observation", "p", body, 0.0))
+    with store.read() as conn:
+        for limit in range(1, len(texts) + 1):
+            whole = ranked(
+                conn, backend.match_expression(backend.query_groups("zebra banana"), scope), limit
+            )
+            monkeypatch.setattr(Fts5Index, "_ranked", staticmethod(spy))
+            asked.clear()
+            hits = store.keyword.search(conn, "zebra banana", scope, limit)
+            monkeypatch.setattr(Fts5Index, "_ranked", staticmethod(ranked))
+            assert [h.doc_id for h in hits] == [h.doc_id for h in whole]
+            assert [h.score for h in hits] == pytest.approx([h.score for h in whole], abs=1e-4)
+            assert '"zebra"' in asked[0] and '"banana"' not in asked[0]
+            # three documents hold "zebra": deeper than that, the whole query is asked as well
+            assert len(asked) == (1 if limit <= 3 else 2)
+        assert '"banana"' in asked[-1]
+        # a query of common words alone is asked as it is
+        asked.clear()
+        monkeypatch.setattr(Fts5Index, "_ranked", staticmethod(spy))
+        assert len(store.keyword.search(conn, "banana", scope, 3)) == 3
+        assert len(asked) == 1 and '"banana"' in asked[0]
+    store.close()
+
+
 def test_scope_is_applied_inside_the_index(store: Store) -> None:
     """Another project's or agent's documents never take a top-k slot: with 30 better-matching
     documents elsewhere, the in-scope one is still returned with limit 1."""
