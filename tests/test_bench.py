@@ -43,7 +43,7 @@ from engram.bench.retrievers import (
     grep_words,
     support_for,
 )
-from engram.bench.runner import RetrieverResult, run
+from engram.bench.runner import RetrieverResult, paged, run
 from engram.bench.vectors import (
     EmbeddingCache,
     VectorRetriever,
@@ -577,6 +577,31 @@ def test_session_units_rank_by_their_best_document() -> None:
     assert result.metrics["recall_any@1"] == 0.0 and result.metrics["mrr"] == 0.5
 
 
+def test_per_session_scores_the_page_the_server_returns() -> None:
+    """--per-session N: at most N hits of one session first, as POST /v1/search pages them
+    (``search.diversify``), the rest after them in order; 0 leaves each retriever's order."""
+    docs = [
+        *(Doc(f"h/0/t{n}", f"t0{n}", "h", "alpha beta gamma", session_id="s0") for n in range(4)),
+        Doc("h/1/t1", "t11", "h", "alpha beta", session_id="s1"),
+        Doc("h/2/t1", "t21", "h", "alpha", session_id="s2"),
+    ]
+    dataset = Dataset(
+        "toy",
+        "turn",
+        "official",
+        docs,
+        [Query("q", "alpha beta gamma", "h", frozenset({"t11"}), "c")],
+    )
+    (own,) = run(dataset, ["grep"])
+    (page,) = run(dataset, ["grep"], options=RetrieverOptions(per_session=3))
+    (one,) = run(dataset, ["grep"], options=RetrieverOptions(per_session=1))
+    # own order: four turns of s0, then the gold turn of s1 (5th); the server's page keeps 3
+    # of s0, so the gold turn is 4th; one a session puts it 2nd
+    assert [r.metrics["mrr"] for r in (own, page, one)] == [0.2, 0.25, 0.5]
+    assert paged(["a", "b", "c", "d"], {"a": "x", "b": "x", "c": "y"}, 1) == ["a", "c", "d", "b"]
+    assert paged(["a", "b"], {"a": "x", "b": "x"}, 0) == ["a", "b"]
+
+
 # the command --------------------------------------------------------------------------------
 
 
@@ -729,6 +754,8 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path: Path) -> None:
         for option in ("--session-support", "--neighbour-support"):
             support = _bench("locomo", "--retrievers", "hybrid", option, share)
             assert support.returncode == 2 and f"{option} must be >= 0" in support.stderr
+    page = _bench("locomo", "--retrievers", "bm25", "--per-session", "-1")
+    assert page.returncode == 2 and "--per-session must be >= 0" in page.stderr
     model = _bench("locomo", "--retrievers", "vector", "--embedder", "word2vec")
     assert model.returncode == 2 and "invalid choice" in model.stderr
     category = _bench("coding-paraphrase", "--retrievers", "bm25", "--category", "nope")

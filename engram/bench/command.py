@@ -78,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         return _fail("--rrf-k must be >= 0")
     if not args.feedback >= 0:  # NaN too
         return _fail("--feedback must be >= 0")
+    if args.per_session < 0:
+        return _fail("--per-session must be >= 0")
     if args.rerank_depth < 1:
         return _fail("--rerank-depth must be at least 1")
     reranker = None
@@ -109,6 +111,7 @@ def main(args: argparse.Namespace) -> int:
         reranker=reranker,
         rerank_depth=args.rerank_depth,
         feedback=args.feedback,
+        per_session=args.per_session,
     )
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     started = time.perf_counter()
@@ -143,6 +146,7 @@ def main(args: argparse.Namespace) -> int:
         notes.append(
             report.fusion_note(args.fusion, shown, args.reranker, args.rerank_depth, args.feedback)
         )
+    notes.append(report.page_note(args.per_session))
     print(report.render(dataset, results, args.session_docs, args.markdown, notes))
     if args.json:
         options = {
@@ -157,6 +161,7 @@ def main(args: argparse.Namespace) -> int:
             "fusion": args.fusion,
             "sessionSupport": support,
             "feedback": args.feedback,
+            "perSession": args.per_session,
             "rerankedSupport": reranked_support if reranker is not None else None,
             "neighbourSupport": beside["reranked" if reranker is not None else "search"],
             "reranker": args.reranker,

@@ -212,6 +212,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{SERVER_NEIGHBOUR_SUPPORT['context']} with --context)",
     )
     parser.add_argument(
+        "--per-session",
+        type=int,
+        default=0,
+        metavar="N",
+        help="every retriever: score the page POST /v1/search returns, at most N hits of one "
+        "session (the server keeps 3, search.DEFAULT_PER_SESSION), the hits past it following "
+        "in their order; 0 (default): each retriever's own order, as the figures in "
+        "docs/benchmarks.md were measured unless they say otherwise",
+    )
+    parser.add_argument(
         "--feedback",
         type=float,
         default=SERVER_FEEDBACK,

@@ -234,6 +234,22 @@ def fusion_note(
     )
 
 
+def page_note(per_session: int) -> str:
+    """Whether the scores are of the page the server returns, so a table says which."""
+    from engram.search import DEFAULT_PER_SESSION
+
+    server = DEFAULT_PER_SESSION
+    if per_session > 0:
+        return (
+            f"page: at most {per_session} hits of one session first "
+            f"(POST /v1/search keeps {server})"
+        )
+    return (
+        f"page: each retriever's own order; POST /v1/search keeps at most {server} hits of one "
+        f"session (--per-session {server} scores that page)"
+    )
+
+
 def render(
     dataset: Dataset,
     results: Sequence[RetrieverResult],

@@ -67,6 +67,7 @@ class RetrieverOptions:
     reranker: Any = None  # hybrid: an engram.rerank reranker over the fused top; None = off
     rerank_depth: int = 20
     feedback: float = SERVER_FEEDBACK  # hybrid: ENGRAM_SEARCH_FEEDBACK (0 is off)
+    per_session: int = 0  # every retriever: at most this many hits of a session first; 0 = off
     progress: Callable[[str], None] = _quiet
 
 

@@ -73,7 +73,11 @@ def run_retriever(
         try:
             prepare_seconds = _prepare(retriever, dataset, progress)
             index_seconds = prepare_seconds + _index(retriever, dataset, progress)
-            rows, latencies = _query(retriever, dataset, unit_of, depth, progress, progress_every)
+            session_of = {doc.doc_id: doc.session for doc in dataset.docs}
+            rows, latencies = _query(
+                retriever, dataset, unit_of, depth, progress, progress_every,
+                lambda ids: paged(ids, session_of, options.per_session),
+            )  # fmt: skip
         finally:
             retriever.close()
     by_cat: dict[str, list[dict[str, float]]] = defaultdict(list)
@@ -125,6 +129,21 @@ def _index(retriever: Any, dataset: Dataset, progress: Progress) -> float:
     return time.perf_counter() - started
 
 
+def paged(doc_ids: Sequence[str], session_of: dict[str, str], per_session: int) -> list[str]:
+    """``doc_ids`` as POST /v1/search pages them (``engram.search.diversify``): at most
+    ``per_session`` of one session first, then the rest in their order (the page ends at
+    ``limit``; the rest still count for the metrics past it). ``per_session`` 0: unchanged."""
+    if per_session <= 0:
+        return list(doc_ids)
+    from engram.keyword import KeywordHit
+    from engram.search import diversify
+
+    hits = [KeywordHit(d, "doc", session_of.get(d), 0.0) for d in doc_ids]
+    page = [hit.doc_id for hit in diversify(hits, len(hits), per_session)]
+    kept = set(page)
+    return [*page, *(d for d in doc_ids if d not in kept)]
+
+
 def _query(
     retriever: Any,
     dataset: Dataset,
@@ -132,6 +151,7 @@ def _query(
     depth: int,
     progress: Progress,
     every: int,
+    page: Callable[[list[str]], list[str]] = list,
 ) -> tuple[list[dict[str, float]], list[float]]:
     rows: list[dict[str, float]] = []
     latencies: list[float] = []
@@ -140,7 +160,7 @@ def _query(
         started = time.perf_counter()
         doc_ids = retriever.search(query.text, query.haystack, depth, now=query.now)
         latencies.append((time.perf_counter() - started) * 1000.0)
-        ranked = metrics.dedupe(unit_of[d] for d in doc_ids)
+        ranked = metrics.dedupe(unit_of[d] for d in page(list(doc_ids)))
         rows.append(metrics.score(ranked, query.gold))
         if n % every == 0 or n == total:
             so_far = metrics.mean(rows)
