@@ -158,6 +158,13 @@ ROUTES: tuple[Route, ...] = (
             AGENT,
             Field("mode", "string", enum=("hybrid", "keyword", "bm25", "semantic", "vector")),
             LIMIT,
+            Field(
+                "perSession",
+                "integer",
+                minimum=1,
+                maximum=100,
+                description="at most this many hits of one session (default 3)",
+            ),
             Field("kinds", "array", items="string"),
             Field(
                 "since",

@@ -706,6 +706,15 @@ def test_search_diversifies_at_most_three_per_session(api: Api, project: str) ->
     ]["items"]
     sessions = [h["sessionId"] for h in hits]
     assert sessions.count("s-many") == 3 and "s-one" in sessions
+    # perSession asks for more (or fewer) of one session; a bad one is named in the 422
+    wider = {"query": "kubernetes rollout", "project": project, "limit": 10, "perSession": 6}
+    sessions = [h["sessionId"] for h in api.post("/v1/search", wider)[1]["items"]]
+    assert sessions.count("s-many") == 6 and "s-one" in sessions
+    one = [h["sessionId"] for h in api.post("/v1/search", {**wider, "perSession": 1})[1]["items"]]
+    assert sorted(one) == ["s-many", "s-one"]
+    for bad in (0, 101, "3", True):
+        status, body = api.post("/v1/search", {**wider, "perSession": bad})
+        assert status == 422 and "perSession" in body["error"]["details"]["fields"], body
 
 
 def test_session_support_ranks_a_matching_session_above_a_lone_match(

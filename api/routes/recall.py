@@ -32,6 +32,7 @@ def search_() -> Any:
     limit = body.get("limit", 10)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         errors["limit"] = "an integer 1-100"
+    per_session = body.get("perSession", search.DEFAULT_PER_SESSION)  # checked by the contract
     kinds = body.get("kinds")
     if kinds is not None and (
         not isinstance(kinds, list) or not all(isinstance(k, str) and k in KINDS for k in kinds)
@@ -49,6 +50,7 @@ def search_() -> Any:
             scope,
             limit=limit,
             mode=mode,
+            per_session=per_session,
             kinds=tuple(kinds) if kinds else None,
             vectors=vectors(),
             **settings().fusion_options("search"),
