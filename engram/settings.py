@@ -614,8 +614,10 @@ SETTINGS: tuple[Spec, ...] = (
         60.0,
         "Local reranker: the milliseconds one search's cross-encoder may take. It reads as many "
         "of the fused top hits (at most ENGRAM_RERANK_DEPTH, at least 3) as its own measured "
-        "cost per passage fits in this, so a reranked search stays near 80 ms on any CPU "
-        '(at 50k observations here: ~18 ms a passage, so 3 read; docs/benchmarks.md, "The '
+        "cost per passage fits in this, so a reranked search stays near 80 ms where 3 fit "
+        "(at 50k observations: ~18 ms a passage on a Zen 5, 3 read, 77 ms; ~25 ms on a Zen 4 "
+        "with one thread, 92-111 ms, and with ENGRAM_RERANK_THREADS=2 69-79 ms; "
+        '/v1/status says when 3 cost well over the budget; docs/benchmarks.md, "The '
         'reranker within a time budget"). 0: always read ENGRAM_RERANK_DEPTH.',
     ),
     Spec(
