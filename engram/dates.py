@@ -1,7 +1,8 @@
 """The times a query names, as time windows: dates ("on 8 December, 2023", "in January 2022",
-"2024-03-05", "March 5th, 2024") and times counted back from now ("two weeks ago", "yesterday",
-"last month"). A question about what happened at a time is answered by what was recorded then
-(``search.search`` puts those hits first, ``context.build`` shows those sessions in depth)."""
+"2024-03-05", "March 5th, 2024"), times counted back from now ("two weeks ago", "yesterday",
+"last month") and stretches up to now ("in the past two weeks", "this week"). A question about
+what happened at a time is answered by what was recorded then (``search.search`` puts those
+hits first, ``context.build`` shows those sessions in depth)."""
 
 from __future__ import annotations
 
@@ -69,40 +70,110 @@ _AGO = re.compile(
     r"\s+(?P<unit>day|week|month|year)s?\s+ago\b"
 )
 _BACK = {"yesterday": 1.0, "last week": 7.0, "last month": 30.44, "last year": 365.25}
-_LAST = re.compile(r"(?i)\b(?P<back>yesterday|last (?:week|month|year))\b")
+_LAST = re.compile(r"(?i)\b(?P<back>yesterday|last (?:week|month|year))\b(?!\s+of\b)")
 AGO_SLACK = 0.25
 """A time counted back is told loosely ("two weeks ago" is 10 to 18 days): its window takes a
 quarter of the distance either side, at least a day, and ``DAY_SLACK`` more."""
 
 
+_SPAN_COUNTS = {**_COUNTS, "few": 3, "couple of": 2, "couple": 2}
+_SPAN = re.compile(
+    r"(?i)\b(?:(?:in|over|during|within|for)\s+)?(?:(?P<the>the)\s+)?(?P<word>past|last)\s+"
+    r"(?:(?P<count>\d{1,3}|" + "|".join(sorted(_SPAN_COUNTS, key=len, reverse=True)) + r")\s+)?"
+    r"(?P<unit>day|week|month|year)s?\b(?!\s+of\b)"  # "the last week of August": no stretch
+)
+
+_SO_FAR = re.compile(
+    r"(?i)(?<!before )(?<!until )\b"
+    r"(?:today|this (?P<unit>morning|afternoon|evening|week|month|year))\b"
+)
+
+
 def ago(text: str, now: float) -> list[tuple[float, float]]:
     """Each time the text counts back from ``now`` (epoch seconds): "4 days ago", "a couple of
-    weeks ago", "yesterday", "last month", as a window around that time. "How many days ago"
-    counts nothing: it asks for the distance, it does not name a time."""
+    weeks ago", "yesterday", "last month", as a window around that time; "in the past two
+    weeks", "the last few months", "past month", as the whole stretch up to now (``stretches``);
+    "today", "this week", from its start (``so_far``). "How many days ago" counts nothing: it
+    asks for the distance, it does not name a time."""
+    found, taken = stretches(text, now)
     back: list[float] = []
     for match in _AGO.finditer(text):
         count = match["count"].lower()
         n = int(count) if count.isdigit() else _COUNTS[count]
         back.append(n * _UNIT_DAYS[match["unit"].lower()])
-    back += [_BACK[m["back"].lower()] for m in _LAST.finditer(text)]
-    found = []
+    back += [
+        _BACK[m["back"].lower()]
+        for m in _LAST.finditer(text)
+        if not any(a <= m.start() < b for a, b in taken)  # "the last month" is a stretch
+    ]
     for days in back:
         centre = now - days * 86400
         slack = max(1.0, AGO_SLACK * days) * 86400 + DAY_SLACK.total_seconds()
         found.append((centre - slack, centre + slack))
+    return found + so_far(text, now)
+
+
+def so_far(text: str, now: float) -> list[tuple[float, float]]:
+    """The part of the present day, week (from Monday), month or year the text names ("today",
+    "this morning", "this week", "this month", "this year"; not "before today"), from its
+    start (UTC) to ``now``, with ``DAY_SLACK`` either side."""
+    today = datetime.fromtimestamp(now, timezone.utc).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    found = []
+    for match in _SO_FAR.finditer(text):
+        unit = (match["unit"] or "day").lower()
+        if unit == "week":
+            start = today - timedelta(days=today.weekday())
+        elif unit == "month":
+            start = today.replace(day=1)
+        elif unit == "year":
+            start = today.replace(month=1, day=1)
+        else:  # today, this morning / afternoon / evening
+            start = today
+        found.append(((start - DAY_SLACK).timestamp(), now + DAY_SLACK.total_seconds()))
     return found
+
+
+def stretches(text: str, now: float) -> tuple[list[tuple[float, float]], list[tuple[int, int]]]:
+    """The stretches of time up to ``now`` the text names ("in the past two weeks", "over the
+    last 3 months", "the past month", "past few days"; "last month" alone is a time counted
+    back, not a stretch), each from a quarter further back than it says (as ``AGO_SLACK``) to
+    ``now`` and ``DAY_SLACK`` past it; and where in the text each was named."""
+    found: list[tuple[float, float]] = []
+    taken: list[tuple[int, int]] = []
+    slack = DAY_SLACK.total_seconds()
+    for match in _stretches(text):
+        count = (match["count"] or "").lower()
+        n = int(count) if count.isdigit() else _SPAN_COUNTS.get(count, 1)
+        days = n * _UNIT_DAYS[match["unit"].lower()] * (1.0 + AGO_SLACK)
+        found.append((now - days * 86400 - slack, now + slack))
+        taken.append(match.span())
+    return found, taken
+
+
+def _stretches(text: str) -> list[re.Match[str]]:
+    return [
+        match
+        for match in _SPAN.finditer(text)
+        if match["word"].lower() == "past" or match["the"] or match["count"]
+    ]  # "last month" alone: ``_LAST``'s
 
 
 def without_counted_back(text: str) -> str:
     """``text`` without the times it counts back ("What did I buy 10 days ago?" -> "What did I
-    buy?"): search ranks by the rest and puts what was recorded then first (``named``). The
-    words of a distance from now are the asker's, not the record's: what was written that day
-    says "today" or "just", so "days" and "ago" matched only records that mention days (on
-    LongMemEval-S, "What kitchen appliance did I buy 10 days ago?" ranked a trip plan first
-    among that week's turns; docs/benchmarks.md, "A time counted back is not a topic"). "Last
-    week" and "yesterday" stay: records say them too, and removing them cost questions there.
+    buy?") and the stretches up to now it names ("in the past two weeks"): search ranks by the
+    rest and puts what was recorded then first (``named``). The words of a distance from now
+    are the asker's, not the record's: what was written that day says "today" or "just", so
+    "days" and "ago" matched only records that mention days (on LongMemEval-S, "What kitchen
+    appliance did I buy 10 days ago?" ranked a trip plan first among that week's turns;
+    docs/benchmarks.md, "A time counted back is not a topic"). "Last week" and "yesterday"
+    stay: records say them too, and removing them cost questions there.
     ``text`` itself when nothing else would be left."""
-    rest = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", _AGO.sub(" ", text))).strip()
+    rest = text
+    for match in reversed(_stretches(text)):
+        rest = rest[: match.start()] + " " + rest[match.end() :]
+    rest = _SPACE_BEFORE_MARK.sub(r"\1", _SPACES.sub(" ", _AGO.sub(" ", rest))).strip()
     return rest if any(c.isalnum() for c in rest) else text
 
 

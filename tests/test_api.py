@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -636,6 +636,43 @@ def test_a_question_that_names_a_time_gets_what_was_recorded_then_first(
     windowed = {**plain, "query": plain["query"] + " two weeks ago", "since": then[:10]}
     status, body = api.post("/v1/search", windowed)
     assert status == 200 and body["items"][0]["sessionId"] == "s-today" and "times" not in body
+
+
+def test_a_stretch_up_to_now_gets_what_was_recorded_then_first(api: Api, project: str) -> None:
+    """ "in the past two weeks" (or "over the last 5 days") puts what was recorded then above a
+    better keyword match from six weeks ago; a stretch that holds both leaves the streams'
+    order."""
+    now = time.time()
+    midnight = datetime.fromtimestamp(now, timezone.utc).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    recent = midnight - timedelta(days=3) + timedelta(hours=12)
+    old = datetime.fromtimestamp(now - 42 * 86400, timezone.utc)
+    api.post(
+        "/v1/observe",
+        observe_body(
+            project, "s-recent", 1, toolOutput="upload test flaky", timestamp=recent.isoformat()
+        ),
+    )
+    api.post(
+        "/v1/observe",
+        observe_body(
+            project, "s-old", 1, toolOutput="fixed the flaky upload test",
+            timestamp=old.isoformat(),
+        ),
+    )  # fmt: skip
+    api.wait_drained()
+    plain = {"query": "how did we fix the flaky upload test", "project": project}
+    status, body = api.post("/v1/search", plain)
+    assert status == 200 and [h["sessionId"] for h in body["items"]] == ["s-old", "s-recent"]
+    for named in ("in the past two weeks", "over the last 5 days"):
+        status, body = api.post("/v1/search", {**plain, "query": f"{plain['query']} {named}"})
+        assert status == 200, body
+        assert [h["sessionId"] for h in body["items"]] == ["s-recent", "s-old"], named
+        assert any(w["since"] < recent.isoformat() < w["until"] for w in body["times"]), named
+    status, body = api.post("/v1/search", {**plain, "query": plain["query"] + " in the past year"})
+    assert status == 200 and [h["sessionId"] for h in body["items"]] == ["s-old", "s-recent"]
+    assert len(body["times"]) == 1
 
 
 def test_a_time_counted_back_orders_the_hits_and_the_rest_of_the_question_ranks_them(

@@ -106,3 +106,112 @@ def test_the_words_a_query_is_ranked_by_leave_out_the_times_it_counts_back(
     words records use too, a question about the distance names no time, and a query that is
     only a time keeps its words."""
     assert dates.without_counted_back(text) == words
+
+
+THURSDAY = day("2023-03-09T15:47:00").timestamp()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I received a piece of jewelry last Saturday from whom?",
+        "What game did I finally beat last weekend?",
+        "we deploy on Fridays",
+    ],
+)
+def test_a_day_of_the_week_or_last_weekend_is_not_read_as_a_week(text: str) -> None:
+    """ "last weekend" is not "last week" (nor a stretch); days of the week name no window (on
+    LongMemEval-S they cost more questions than they gained: docs/benchmarks.md, "Stretches up
+    to now")."""
+    assert dates.ago(text, THURSDAY) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("How many times did I bake something in the past two weeks?", 14),
+        ("what failed over the last 3 days", 3),
+        ("How many plants did I acquire in the last month?", 30.44),
+        ("the past month", 30.44),
+        ("babies born in the last few months", 3 * 30.44),
+        ("errors in the past day", 1),
+    ],
+)
+def test_a_stretch_up_to_now_reaches_a_quarter_further_back_than_it_says(
+    text: str, days: float
+) -> None:
+    """And it is one window: "the last month" is not also "last month" counted back."""
+    ((start, end),) = dates.ago(text, NOW)
+    slack = dates.DAY_SLACK.total_seconds()
+    assert start == pytest.approx(NOW - days * 1.25 * DAY - slack)
+    assert end == pytest.approx(NOW + slack)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "How many times did I bake something in the past two weeks?",
+            "How many times did I bake something?",
+        ),
+        ("what failed over the last 3 days", "what failed"),
+        ("what broke last month", "what broke last month"),
+        ("What did I change last Friday?", "What did I change last Friday?"),
+        ("what did I fix today", "what did I fix today"),
+        ("what did we ship this week", "what did we ship this week"),
+        ("in the past two weeks", "in the past two weeks"),
+    ],
+)
+def test_the_words_a_query_is_ranked_by_leave_out_the_stretches_it_names(
+    text: str, words: str
+) -> None:
+    """A stretch up to now is the asker's, like a time counted back; "today", "this week" and a
+    day of the week stay, as "last week" does: records say them too."""
+    assert dates.without_counted_back(text) == words
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ("what did I do today", "2023-03-09"),
+        ("the test I broke this morning", "2023-03-09"),
+        ("what did we ship this week", "2023-03-06"),  # from Monday
+        ("How much have I made from selling eggs this month?", "2023-03-01"),
+        ("How many weddings have I attended in this year?", "2023-01-01"),
+    ],
+)
+def test_the_present_day_week_month_or_year_runs_from_its_start_to_now(
+    text: str, start: str
+) -> None:
+    assert dates.ago(text, THURSDAY) == [
+        (
+            (day(start) - dates.DAY_SLACK).timestamp(),
+            THURSDAY + dates.DAY_SLACK.total_seconds(),
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the airlines I flew with, earliest to latest, before today",
+        "anything to watch tonight?",
+        "plans for this weekend",
+    ],
+)
+def test_before_today_tonight_and_this_weekend_name_no_time_recorded(text: str) -> None:
+    assert dates.ago(text, THURSDAY) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Which country was Jolene located in during the last week of August 2023?",
+        "Where was Dave in the last two weeks of August 2023?",
+    ],
+)
+def test_the_last_week_of_a_month_is_no_stretch_up_to_now(text: str) -> None:
+    """Only the month it names is a window, and the words stay."""
+    assert dates.ago(text, NOW) == []
+    assert dates.without_counted_back(text) == text
+    assert len(dates.named(text, NOW)) == 1
