@@ -597,7 +597,8 @@ def search(
     Without a ``window``, the times the query names (``dates.named``, counted back from
     ``now``, default the clock) put the hits recorded then first (``times_first``); BM25 reads
     deeper for those times' documents (``keep_dated``), and the streams and the reranker read
-    the query without the times it counts back ("10 days ago", ``dates.without_counted_back``).
+    the query without the times it counts back and the stretches it names ("10 days ago", "in
+    the past two weeks"; ``dates.without_counted_back``).
     """
     preset = resolve_mode(mode)
     weights = dict(weights or DEFAULT_WEIGHTS)
