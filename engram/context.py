@@ -394,8 +394,9 @@ ago") shown in depth before the other hits' sessions."""
 
 def _dated_first(store: Store, scope: Scope, query: str, ranked: list[str]) -> list[str]:
     """Search's sessions, with those that ran at a time the query names (``dates.named``: its
-    dates, times counted back from now and stretches up to it) first: the dated ones search ranked (in its order),
-    then others of those dates (oldest first), at most ``DATED_SESSIONS`` of them."""
+    dates, times counted back from now and stretches up to it) first: the dated ones search
+    ranked (in its order), then others of those dates (oldest first), at most
+    ``DATED_SESSIONS`` of them."""
     spans = dates.named(query, now())
     if not spans:
         return ranked
