@@ -129,6 +129,36 @@ def test_a_time_counted_back_from_now_puts_that_times_session_first(tmp_path: Pa
         store.close()
 
 
+def test_a_stretch_up_to_now_puts_its_sessions_first(tmp_path: Path) -> None:
+    """ "in the past week" is a window from about nine days back to now: the session of three
+    days ago leads, though the one of five weeks ago says "paint" and it does not."""
+    now = time.time()
+    recent = [
+        talk(
+            "talk-weeks-ago",
+            iso(now - 35 * 86400),
+            "Caroline: Melanie, what have you been painting lately?",
+            "Melanie: I painted a sunrise over the lake; painting calms me after work.",
+        ),
+        talk(
+            "talk-this-week",
+            iso(now - 3 * 86400),
+            "How was your Monday?",
+            "We spent it at the pottery workshop and I made a blue bowl.",
+        ),
+    ]
+    settings = make_settings(tmp_path)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store.open(settings.database_url)
+    try:
+        bench.fill(store, settings, recent)
+        assert sessions_shown(relevant(store, "What did Melanie paint?"))[0] == "talk-weeks-ago"
+        block = relevant(store, "What did Melanie paint in the past week?")
+        assert sessions_shown(block)[0] == "talk-this-week", block
+    finally:
+        store.close()
+
+
 def test_the_reply_to_a_matching_turn_is_shown_right_after_it(talks: Store) -> None:
     block = relevant(talks, "Where did Melanie go camping with her kids?")
     lines = block.splitlines()
